@@ -1,0 +1,145 @@
+"""The ``sluice`` command line: validate, run, step-by-step protocol calls, checkpoints, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from sluice.exceptions import SluiceError
+
+__all__ = ["main"]
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except SluiceError as exc:
+        errors.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    cmd = sub.add_parser("validate", help="check a pipeline spec and print what it means")
+    cmd.add_argument("spec")
+    cmd.set_defaults(func=_validate)
+    cmd = sub.add_parser("run", help="run epochs in-process until the source has nothing new")
+    cmd.add_argument("spec")
+    cmd.add_argument("--max-epochs", type=int, default=None)
+    cmd.add_argument("--max-files", type=int, default=None, help="cap on files per epoch")
+    cmd.add_argument("--quiet", action="store_true", help="no progress display")
+    cmd.set_defaults(func=_run)
+    for step in ("plan", "process", "commit"):
+        cmd = sub.add_parser(step, help=f"run only the {step} step of the next epoch")
+        cmd.add_argument("spec")
+        cmd.add_argument("--json", action="store_true")
+        if step == "plan":
+            cmd.add_argument("--max-files", type=int, default=None)
+        if step == "commit":
+            cmd.add_argument("--epoch", type=int, default=None)
+            cmd.add_argument("--attempt", default=None)
+        cmd.set_defaults(func=_step, step=step)
+    cmd = sub.add_parser("checkpoints", help="the checkpoint history as a table")
+    cmd.add_argument("spec")
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=_checkpoints)
+    cmd = sub.add_parser("demo", help="generate demo input, run the demo pipeline, show results")
+    cmd.add_argument("--spec", default="include/pipelines/clicks_per_minute.yaml")
+    cmd.add_argument("--keep", action="store_true", help="keep earlier demo output")
+    cmd.set_defaults(func=_demo)
+    return parser
+
+
+def _runtime(spec_path: str) -> Any:
+    from sluice.protocol import Faults, Runtime
+    from sluice.spec import load_spec
+
+    spec = load_spec(spec_path)
+    return Runtime.build(
+        spec,
+        clock=time.time,
+        new_attempt_id=lambda: uuid.uuid4().hex[:12],
+        faults=Faults.from_env(),
+    )
+
+
+def _spark(rt: Any) -> Any:
+    from sluice.spark import spark_session
+
+    return spark_session(f"sluice-{rt.name}", s3=rt.spec.s3)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from sluice.report import describe_spec
+    from sluice.spec import load_spec
+
+    spec = load_spec(args.spec)
+    console.print(describe_spec(spec))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sluice.report import run_with_progress
+
+    rt = _runtime(args.spec)
+    outcomes = run_with_progress(rt, _spark(rt), console, max_epochs=args.max_epochs,
+                                 max_files=args.max_files, quiet=args.quiet)  # fmt: skip
+    console.print(f"{len(outcomes)} epoch(s) committed for pipeline [bold]{rt.name}[/]")
+    return 0
+
+
+def _step(args: argparse.Namespace) -> int:
+    from sluice.protocol import commit_epoch, plan_epoch, process_epoch
+
+    rt = _runtime(args.spec)
+    result: Any
+    if args.step == "plan":
+        result = plan_epoch(rt, max_units=args.max_files)
+    elif args.step == "process":
+        result = process_epoch(rt, _spark(rt))
+    else:
+        epoch = args.epoch or rt.repo.latest_epoch() + 1
+        result = commit_epoch(rt, epoch, args.attempt)
+    body = result.to_dict() if result is not None else None
+    if args.json:
+        console.print_json(json.dumps(body))
+    elif body is None:
+        console.print("nothing new to read: no epoch planned")
+    else:
+        console.print(f"{args.step}: epoch {body['epoch']} done")
+    return 0
+
+
+def _checkpoints(args: argparse.Namespace) -> int:
+    from sluice.report import checkpoint_rows, checkpoint_table
+
+    rt = _runtime(args.spec)
+    rows = checkpoint_rows(rt)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        console.print(checkpoint_table(rt, rows))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sluice.report import run_demo
+
+    return run_demo(args.spec, console, keep=args.keep, spark_factory=_spark,
+                    runtime_factory=_runtime)  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Step 3 — commit: make one attempt's result the checkpoint, then publish its output.
+
+1. choose the attempt (the caller's, or the prepared one);
+2. write ``C(k)`` with put-if-absent — **the commit point**; losing the race means another
+   attempt already committed: abort our own staged output and finish the winner's commit;
+3. commit every sink (idempotent), then mark the sinks committed;
+4. settle the attempts' statuses and sweep the losers' leftovers.
+"""
+
+from __future__ import annotations
+
+from sluice.protocol.exceptions import NoPlan, NoPreparedAttempt
+from sluice.protocol.model import AttemptRecord, AttemptStatus, Checkpoint
+from sluice.protocol.recovery import abort_attempt, finish_commit
+from sluice.protocol.runtime import Runtime
+from sluice.storage import ObjectAlreadyExists
+
+__all__ = ["commit_epoch"]
+
+
+def commit_epoch(rt: Runtime, epoch: int, attempt: str | None = None) -> Checkpoint:
+    """Commit ``epoch``; returns the checkpoint that won (compare its ``attempt``)."""
+    started = rt.clock()
+    checkpoint = rt.repo.checkpoint(epoch) or _write_checkpoint(rt, epoch, attempt)
+    if attempt is not None and attempt != checkpoint.attempt:
+        abort_attempt(rt, epoch, attempt)
+    if rt.repo.sinks_committed(epoch) is None:
+        finish_commit(rt, checkpoint, started=started)
+    return checkpoint
+
+
+def _write_checkpoint(rt: Runtime, epoch: int, attempt: str | None) -> Checkpoint:
+    plan = rt.repo.plan(epoch)
+    if plan is None:
+        raise NoPlan(rt.name, epoch)
+    record = _choose_attempt(rt, epoch, attempt)
+    assert record.result is not None
+    checkpoint = Checkpoint(
+        pipeline=rt.name,
+        epoch=epoch,
+        attempt=record.attempt,
+        plan=plan,
+        result=record.result,
+        committed_at=rt.clock(),
+        run_id=rt.run_id,
+    )
+    rt.faults.hit("commit.before_checkpoint", epoch)
+    try:
+        rt.repo.put_checkpoint_if_absent(checkpoint)
+    except ObjectAlreadyExists:
+        winner = rt.repo.checkpoint(epoch)
+        assert winner is not None
+        checkpoint = winner
+    rt.faults.hit("commit.after_checkpoint", epoch)
+    return checkpoint
+
+
+def _choose_attempt(rt: Runtime, epoch: int, attempt: str | None) -> AttemptRecord:
+    """The named attempt if prepared, else the earliest prepared attempt of the epoch."""
+    if attempt is not None:
+        record = rt.repo.attempt(epoch, attempt)
+        if record is None or record.status != AttemptStatus.PREPARED or record.result is None:
+            raise NoPreparedAttempt(rt.name, epoch)
+        return record
+    prepared = [
+        r for r in rt.repo.attempts(epoch)
+        if r.status == AttemptStatus.PREPARED and r.result is not None
+    ]  # fmt: skip
+    if not prepared:
+        raise NoPreparedAttempt(rt.name, epoch)
+    return min(prepared, key=lambda r: (r.updated_at, r.attempt))

@@ -1,0 +1,64 @@
+"""Errors of the epoch protocol."""
+
+from __future__ import annotations
+
+from sluice.exceptions import SluiceError
+
+__all__ = [
+    "AttemptStateError",
+    "EpochAlreadyCommitted",
+    "NoPlan",
+    "NoPreparedAttempt",
+    "ProtocolError",
+    "SpecChanged",
+]
+
+
+class ProtocolError(SluiceError):
+    """The stored protocol state does not allow the requested step."""
+
+
+class NoPlan(ProtocolError):
+    def __init__(self, pipeline: str, epoch: int) -> None:
+        super().__init__(f"pipeline {pipeline}: epoch {epoch} has no plan; run the plan step first")
+        self.pipeline, self.epoch = pipeline, epoch
+
+
+class NoPreparedAttempt(ProtocolError):
+    def __init__(self, pipeline: str, epoch: int) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: epoch {epoch} has no prepared attempt; run the process step"
+        )
+        self.pipeline, self.epoch = pipeline, epoch
+
+
+class EpochAlreadyCommitted(ProtocolError):
+    """Another attempt won the commit race; this attempt's output was aborted."""
+
+    def __init__(self, pipeline: str, epoch: int, winner: str, loser: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: epoch {epoch} was committed by attempt {winner}; "
+            f"attempt {loser} lost the race and its staged output was removed"
+        )
+        self.pipeline, self.epoch, self.winner, self.loser = pipeline, epoch, winner, loser
+
+
+class AttemptStateError(ProtocolError):
+    def __init__(self, pipeline: str, epoch: int, attempt: str, current: str, wanted: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: epoch {epoch} attempt {attempt} is {current}; "
+            f"it cannot become {wanted}"
+        )
+
+
+class SpecChanged(ProtocolError):
+    """The spec changed in a way that makes the stored window state unreadable."""
+
+    def __init__(self, pipeline: str, epoch: int, differences: list[str]) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: the spec no longer matches the state of checkpoint {epoch}: "
+            + "; ".join(differences)
+            + ". Restore the old spec, or start the pipeline under a new name "
+            "(state migration arrives with savepoints)."
+        )
+        self.differences = differences

@@ -1,0 +1,50 @@
+"""Named fault points: a test can make the process die (SIGKILL) at any protocol step.
+
+Set ``SLUICE_FAULT=<point>`` (and optionally ``SLUICE_FAULT_EPOCH=<n>``) in the environment of
+a ``sluice`` process; :meth:`Faults.from_env` reads it once at start-up, so the engine itself
+never consults the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["FAULT_POINTS", "Faults"]
+
+FAULT_POINTS = (
+    "plan.before_write",  # range chosen, plan not yet stored
+    "plan.after_write",  # plan stored
+    "process.after_start",  # attempt record STARTED written
+    "process.after_state",  # new state snapshot written
+    "process.after_prepare",  # every sink staged
+    "process.after_attempt",  # attempt record PREPARED written
+    "commit.before_checkpoint",  # about to write the commit point
+    "commit.after_checkpoint",  # checkpoint written, sinks not yet committed
+    "commit.mid_sinks",  # first sink committed, others not
+    "commit.after_sinks",  # all sinks committed, marker not written
+    "commit.after_marker",  # sinks-committed written, cleanup not done
+)
+
+
+@dataclass(frozen=True)
+class Faults:
+    point: str | None = None
+    epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.point is not None and self.point not in FAULT_POINTS:
+            raise ValueError(f"unknown fault point {self.point!r}; known: {list(FAULT_POINTS)}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Faults:
+        epoch = env.get("SLUICE_FAULT_EPOCH")
+        return cls(env.get("SLUICE_FAULT") or None, int(epoch) if epoch else None)
+
+    def hit(self, point: str, epoch: int) -> None:
+        """Die here, abruptly, if this is the configured point (no cleanup, no flush)."""
+        assert point in FAULT_POINTS, point
+        if point == self.point and self.epoch in (None, epoch):
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,53 @@
+"""Object keys under ``<checkpoint storage>/<pipeline>/`` (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "EPOCHS",
+    "attempt_key",
+    "attempts_prefix",
+    "checkpoint_key",
+    "epoch_of",
+    "plan_key",
+    "sinks_committed_key",
+    "state_prefix",
+]
+
+EPOCHS = "epochs/"
+STATE = "state/"
+_EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
+
+
+def _epoch_dir(epoch: int) -> str:
+    return f"{EPOCHS}{epoch:012d}/"
+
+
+def plan_key(epoch: int) -> str:
+    return _epoch_dir(epoch) + "plan.json"
+
+
+def attempts_prefix(epoch: int) -> str:
+    return _epoch_dir(epoch) + "attempts/"
+
+
+def attempt_key(epoch: int, attempt: str) -> str:
+    return f"{attempts_prefix(epoch)}{attempt}.json"
+
+
+def checkpoint_key(epoch: int) -> str:
+    return _epoch_dir(epoch) + "checkpoint.json"
+
+
+def sinks_committed_key(epoch: int) -> str:
+    return _epoch_dir(epoch) + "sinks-committed.json"
+
+
+def state_prefix(epoch: int, attempt: str) -> str:
+    return f"{STATE}{epoch:012d}-{attempt}/"
+
+
+def epoch_of(key: str) -> int | None:
+    match = _EPOCH_KEY.match(key)
+    return int(match.group(1)) if match else None

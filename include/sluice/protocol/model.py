@@ -1,0 +1,235 @@
+"""Plans, attempts and checkpoints: the small typed documents the protocol stores.
+
+Each has ``to_dict`` / ``from_dict``; :mod:`sluice.storage.manifest` wraps them with a schema
+version and a checksum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from sluice.sinks.base import Prepared
+from sluice.windows.watermarks import WatermarkState
+
+__all__ = [
+    "AttemptRecord",
+    "AttemptStatus",
+    "Checkpoint",
+    "EpochResult",
+    "EpochStats",
+    "Plan",
+    "SinksCommitted",
+    "StateRef",
+]
+
+
+class AttemptStatus(StrEnum):
+    STARTED = "started"
+    PREPARED = "prepared"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+_NEXT = {
+    AttemptStatus.STARTED: {AttemptStatus.PREPARED, AttemptStatus.FAILED, AttemptStatus.ABORTED},
+    AttemptStatus.PREPARED: {AttemptStatus.COMMITTED, AttemptStatus.ABORTED},
+    AttemptStatus.COMMITTED: set(),
+    AttemptStatus.ABORTED: set(),
+    AttemptStatus.FAILED: set(),
+}
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """Where a window-state snapshot lives; ``uri`` is None for an empty state."""
+
+    uri: str | None = None
+    rows: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uri": self.uri, "rows": self.rows}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StateRef:
+        return cls(data.get("uri"), int(data.get("rows", 0)))
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """Per-epoch counts. ``records_read == accepted + late + dead`` always holds."""
+
+    records_read: int = 0
+    accepted: int = 0
+    late: int = 0
+    dead: int = 0
+    windows_emitted: int = 0
+    windows_open: int = 0
+    input_units: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpochStats:
+        return cls(**{k: int(v) for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``plan(k)``: the exact input of epoch k and the checkpoint it starts from."""
+
+    pipeline: str
+    epoch: int
+    source_range: dict[str, Any]
+    start_offset: dict[str, Any]
+    end_offset: dict[str, Any]
+    watermark: WatermarkState
+    state: StateRef
+    fingerprint: str
+    state_shape: dict[str, Any]
+    created_at: float
+    plan_seconds: float = 0.0
+    run_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        body = dict(self.__dict__)
+        body["watermark"] = self.watermark.to_dict()
+        body["state"] = self.state.to_dict()
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        data = dict(data)
+        data["watermark"] = WatermarkState.from_dict(data["watermark"])
+        data["state"] = StateRef.from_dict(data["state"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    """What a successful process attempt produced (staged, not yet visible)."""
+
+    stats: EpochStats
+    watermark: WatermarkState
+    watermark_us: int | None
+    state: StateRef
+    prepared: tuple[Prepared, ...]
+    process_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stats": self.stats.to_dict(),
+            "watermark": self.watermark.to_dict(),
+            "watermark_us": self.watermark_us,
+            "state": self.state.to_dict(),
+            "prepared": [p.to_dict() for p in self.prepared],
+            "process_seconds": self.process_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpochResult:
+        return cls(
+            EpochStats.from_dict(data["stats"]),
+            WatermarkState.from_dict(data["watermark"]),
+            data["watermark_us"],
+            StateRef.from_dict(data["state"]),
+            tuple(Prepared.from_dict(p) for p in data["prepared"]),
+            float(data["process_seconds"]),
+        )
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One process attempt of one epoch; its status only moves forward (see ``_NEXT``)."""
+
+    pipeline: str
+    epoch: int
+    attempt: str
+    status: AttemptStatus
+    started_at: float
+    updated_at: float
+    run_id: str | None = None
+    result: EpochResult | None = None
+    error: str | None = None
+
+    def moved_to(self, status: AttemptStatus, at: float, **changes: Any) -> AttemptRecord:
+        if status not in _NEXT[self.status]:
+            from sluice.protocol.exceptions import AttemptStateError
+
+            raise AttemptStateError(self.pipeline, self.epoch, self.attempt, self.status, status)
+        return replace(self, status=status, updated_at=at, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        body = dict(self.__dict__)
+        body["status"] = self.status.value
+        body["result"] = self.result.to_dict() if self.result else None
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttemptRecord:
+        data = dict(data)
+        data["status"] = AttemptStatus(data["status"])
+        data["result"] = EpochResult.from_dict(data["result"]) if data.get("result") else None
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """``C(k)``: the commit point. Everything the next epoch needs, nothing it can't verify."""
+
+    pipeline: str
+    epoch: int
+    attempt: str
+    plan: Plan
+    result: EpochResult
+    committed_at: float
+    run_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def end_offset(self) -> dict[str, Any]:
+        return self.plan.end_offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline,
+            "epoch": self.epoch,
+            "attempt": self.attempt,
+            "plan": self.plan.to_dict(),
+            "result": self.result.to_dict(),
+            "committed_at": self.committed_at,
+            "run_id": self.run_id,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Checkpoint:
+        return cls(
+            data["pipeline"],
+            int(data["epoch"]),
+            data["attempt"],
+            Plan.from_dict(data["plan"]),
+            EpochResult.from_dict(data["result"]),
+            float(data["committed_at"]),
+            data.get("run_id"),
+            data.get("extra", {}),
+        )
+
+
+@dataclass(frozen=True)
+class SinksCommitted:
+    epoch: int
+    attempt: str
+    committed_at: float
+    commit_seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SinksCommitted:
+        return cls(int(data["epoch"]), data["attempt"], float(data["committed_at"]),
+                   float(data["commit_seconds"]))  # fmt: skip

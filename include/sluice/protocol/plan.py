@@ -1,0 +1,79 @@
+"""Step 1 — plan: fix the exact input of the next epoch.
+
+1. recover (finish a committed epoch whose sinks were not committed, drop dead attempts);
+2. reuse ``plan(k+1)`` verbatim if it exists, so a retry replays exactly the same input;
+3. otherwise ask the source for the next range from ``O_k`` (capped per epoch);
+4. store ``plan(k+1)`` with put-if-absent (a concurrent planner's plan wins and is reused).
+"""
+
+from __future__ import annotations
+
+from sluice.protocol.exceptions import SpecChanged
+from sluice.protocol.model import Checkpoint, Plan, StateRef
+from sluice.protocol.recovery import recover
+from sluice.protocol.runtime import Runtime
+from sluice.storage import ObjectAlreadyExists
+from sluice.windows.watermarks import WatermarkState
+
+__all__ = ["plan_epoch"]
+
+
+def plan_epoch(rt: Runtime, *, max_units: int | None = None) -> Plan | None:
+    """The plan of the next epoch, or None when the source has nothing new."""
+    started = rt.clock()
+    latest = recover(rt)
+    epoch = (latest.epoch if latest else 0) + 1
+    existing = rt.repo.plan(epoch)
+    if existing is not None:
+        _check_shape(rt, existing.state_shape, epoch - 1)
+        return existing
+    if latest is not None:
+        _check_shape(rt, latest.plan.state_shape, latest.epoch)
+    plan = _new_plan(rt, latest, epoch, max_units, started)
+    if plan is None:
+        return None
+    rt.faults.hit("plan.before_write", epoch)
+    try:
+        rt.repo.put_plan_if_absent(plan)
+    except ObjectAlreadyExists:
+        stored = rt.repo.plan(epoch)
+        assert stored is not None
+        plan = stored
+    rt.faults.hit("plan.after_write", epoch)
+    return plan
+
+
+def _new_plan(rt: Runtime, latest: Checkpoint | None, epoch: int, max_units: int | None,
+              started: float) -> Plan | None:  # fmt: skip
+    start = (
+        rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
+    )
+    rng = rt.source.plan_range(start, max_units)
+    if rng is None:
+        return None
+    now = rt.clock()
+    return Plan(
+        pipeline=rt.name,
+        epoch=epoch,
+        source_range=rng.to_dict(),
+        start_offset=start.to_dict(),
+        end_offset=rng.end.to_dict(),
+        watermark=latest.result.watermark if latest else WatermarkState(),
+        state=latest.result.state if latest else StateRef(),
+        fingerprint=rt.spec.fingerprint(),
+        state_shape=rt.spec.state_shape(),
+        created_at=now,
+        plan_seconds=round(now - started, 6),
+        run_id=rt.run_id,
+    )
+
+
+def _check_shape(rt: Runtime, stored: dict, epoch: int) -> None:  # type: ignore[type-arg]
+    current = rt.spec.state_shape()
+    differences = [
+        f"{field}: stored {stored.get(field)!r}, spec now {current.get(field)!r}"
+        for field in sorted(set(stored) | set(current))
+        if stored.get(field) != current.get(field)
+    ]
+    if differences:
+        raise SpecChanged(rt.name, epoch, differences)

@@ -1,0 +1,143 @@
+"""Step 2 — process: read exactly the planned range, compute, stage everything.
+
+1. recover, load ``plan(k)`` and record a new attempt as STARTED;
+2. read ``[start, end)`` and compute the epoch (classify, aggregate, merge with ``S_k``);
+3. write ``S_{k+1}`` under an attempt-scoped key;
+4. prepare every sink under attempt-scoped locations (invisible until commit);
+5. record the attempt as PREPARED with its result (counts, staged files, watermark).
+A failure records the attempt as FAILED and removes what it staged; it is never reused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from sluice.protocol import layout
+from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
+from sluice.protocol.model import (
+    AttemptRecord,
+    AttemptStatus,
+    EpochResult,
+    EpochStats,
+    Plan,
+    StateRef,
+)
+from sluice.protocol.recovery import abort_attempt, recover
+from sluice.protocol.runtime import Runtime
+from sluice.sinks.base import Prepared
+from sluice.sources.parsing import SPARK_TYPES
+from sluice.storage import to_spark_uri
+from sluice.windows import EpochFrames, compute_epoch, emitted_rows, open_state, window_keys
+from sluice.windows.aggregates import partial_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["process_epoch", "read_state", "state_ddl"]
+
+
+def process_epoch(rt: Runtime, spark: SparkSession, epoch: int | None = None) -> AttemptRecord:
+    """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it)."""
+    latest = recover(rt)
+    next_epoch = (latest.epoch if latest else 0) + 1
+    if epoch is not None and epoch < next_epoch:
+        winner = rt.repo.checkpoint(epoch)
+        raise EpochAlreadyCommitted(rt.name, epoch, winner.attempt if winner else "?", "-")
+    epoch = next_epoch
+    plan = rt.repo.plan(epoch)
+    if plan is None:
+        raise NoPlan(rt.name, epoch)
+    now = rt.clock()
+    record = AttemptRecord(rt.name, epoch, rt.new_attempt_id(), AttemptStatus.STARTED, now, now,
+                           rt.run_id)  # fmt: skip
+    rt.repo.start_attempt(record)
+    rt.faults.hit("process.after_start", epoch)
+    try:
+        result = _run(rt, spark, plan, record.attempt)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        failed = record.moved_to(AttemptStatus.FAILED, rt.clock(), error=error)
+        rt.repo.update_attempt(failed)
+        abort_attempt(rt, epoch, record.attempt)
+        raise
+    record = record.moved_to(AttemptStatus.PREPARED, rt.clock(), result=result)
+    rt.repo.update_attempt(record)
+    rt.faults.hit("process.after_attempt", epoch)
+    return record
+
+
+def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochResult:
+    started = rt.clock()
+    rng = rt.source.decode_range(plan.source_range)
+    records = rt.source.read(spark, rng)
+    frames = compute_epoch(
+        spark, records, rt.spec, plan.watermark, read_state(spark, rt, plan.state),
+        epoch=plan.epoch, source_uri=rt.source.location,
+    )  # fmt: skip
+    try:
+        emitted, still_open = _window_counts(frames)
+        state = _write_state(rt, frames, still_open, plan.epoch, attempt)
+        rt.faults.hit("process.after_state", plan.epoch)
+        prepared = _prepare_sinks(rt, frames, emitted, plan.epoch, attempt)
+        rt.faults.hit("process.after_prepare", plan.epoch)
+    finally:
+        frames.release()
+    counts = frames.counts
+    stats = EpochStats(counts.records_read, counts.accepted, counts.late, counts.dead,
+                       emitted, still_open, rng.units)  # fmt: skip
+    return EpochResult(
+        stats=stats,
+        watermark=frames.watermark,
+        watermark_us=frames.watermark.watermark_us(rt.spec.event_time.max_out_of_orderness_us),
+        state=state,
+        prepared=prepared,
+        process_seconds=round(rt.clock() - started, 6),
+    )
+
+
+def _window_counts(frames: EpochFrames) -> tuple[int, int]:
+    rows = frames.merged.groupBy("_closed").count().collect()
+    by_flag = {bool(r["_closed"]): int(r["count"]) for r in rows}
+    return by_flag.get(True, 0), by_flag.get(False, 0)
+
+
+def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int,
+                 attempt: str) -> StateRef:  # fmt: skip
+    if rows == 0:
+        return StateRef()
+    uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
+    open_state(frames.merged).write.mode("errorifexists").parquet(to_spark_uri(uri))
+    return StateRef(uri, rows)
+
+
+def _prepare_sinks(rt: Runtime, frames: EpochFrames, emitted: int, epoch: int,
+                   attempt: str) -> tuple[Prepared, ...]:  # fmt: skip
+    outputs: dict[str, tuple[DataFrame, int]] = {
+        "results": (emitted_rows(frames.merged, rt.spec), emitted),
+        "late": (frames.late, frames.counts.late),
+        "dead": (frames.dead, frames.counts.dead),
+    }
+    prepared = []
+    for role in rt.sinks:
+        df, rows = outputs[role.role]
+        prepared.append(role.sink.prepare(epoch, attempt, df, rows))
+    return tuple(prepared)
+
+
+def state_ddl(rt: Runtime) -> str:
+    """The Spark schema of the window-state snapshot."""
+    kinds = dict(rt.spec.source.schema)
+    fields = [(k, SPARK_TYPES[kinds[k]]) for k in rt.spec.key_by]
+    fields += [("_ws", "bigint"), ("_we", "bigint"), *partial_schema(rt.spec)]
+    return ", ".join(f"`{name}` {kind}" for name, kind in fields)
+
+
+def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:
+    """The window state ``S_k`` a plan starts from (None when empty)."""
+    if ref.uri is None or ref.rows == 0:
+        return None
+    frame = spark.read.schema(state_ddl(rt)).parquet(to_spark_uri(ref.uri))
+    return frame.select(*[F.col(f"`{c}`") for c in [*window_keys(rt.spec)]],
+                        *[F.col(f"`{n}`") for n, _ in partial_schema(rt.spec)])  # fmt: skip

@@ -1,0 +1,81 @@
+"""Recovery, run at the start of every step, and the shared second half of a commit.
+
+* A committed checkpoint whose sinks are not marked committed gets its sink commit re-run
+  (Flink's recover-and-commit): sink commits are idempotent.
+* Staged output and state snapshots left by dead or losing attempts of the latest committed
+  epoch are removed.
+* A plan without a checkpoint needs nothing here: the process step re-runs it verbatim.
+"""
+
+from __future__ import annotations
+
+from sluice.protocol import layout
+from sluice.protocol.model import AttemptStatus, Checkpoint, SinksCommitted
+from sluice.protocol.runtime import Runtime
+from sluice.sinks.base import Prepared
+
+__all__ = ["abort_attempt", "finish_commit", "recover"]
+
+
+def recover(rt: Runtime) -> Checkpoint | None:
+    """The latest committed checkpoint, with its sink commit completed and losers swept."""
+    latest = rt.repo.latest_checkpoint()
+    if latest is None:
+        return None
+    if rt.repo.sinks_committed(latest.epoch) is None:
+        finish_commit(rt, latest, started=rt.clock())
+    else:
+        _sweep(rt, latest)
+    return latest
+
+
+def finish_commit(rt: Runtime, checkpoint: Checkpoint, *, started: float) -> None:
+    """Commit every sink of ``checkpoint`` (idempotent), mark them committed, clean up."""
+    epoch = checkpoint.epoch
+    prepared = {p.sink: p for p in checkpoint.result.prepared}
+    for i, role in enumerate(rt.sinks):
+        if role.sink.name in prepared:
+            role.sink.commit(prepared[role.sink.name])
+        if i == 0:
+            rt.faults.hit("commit.mid_sinks", epoch)
+    rt.faults.hit("commit.after_sinks", epoch)
+    now = rt.clock()
+    rt.repo.mark_sinks_committed(
+        SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6))
+    )
+    rt.faults.hit("commit.after_marker", epoch)
+    _settle_attempts(rt, checkpoint)
+    _sweep(rt, checkpoint)
+
+
+def abort_attempt(rt: Runtime, epoch: int, attempt: str) -> None:
+    """Remove everything ``attempt`` staged for ``epoch`` and record it as aborted."""
+    for role in rt.sinks:
+        role.sink.abort(Prepared(role.sink.name, "", epoch, attempt, 0))
+    rt.repo.store.delete_prefix(layout.state_prefix(epoch, attempt))
+    record = rt.repo.attempt(epoch, attempt)
+    if record and record.status in (AttemptStatus.STARTED, AttemptStatus.PREPARED):
+        rt.repo.update_attempt(record.moved_to(AttemptStatus.ABORTED, rt.clock()))
+
+
+def _settle_attempts(rt: Runtime, checkpoint: Checkpoint) -> None:
+    """Winner -> COMMITTED; every other live attempt of the epoch -> ABORTED."""
+    for record in rt.repo.attempts(checkpoint.epoch):
+        if record.attempt == checkpoint.attempt and record.status == AttemptStatus.PREPARED:
+            rt.repo.update_attempt(record.moved_to(AttemptStatus.COMMITTED, rt.clock()))
+        elif record.attempt != checkpoint.attempt and record.status in (
+            AttemptStatus.STARTED,
+            AttemptStatus.PREPARED,
+        ):
+            rt.repo.update_attempt(record.moved_to(AttemptStatus.ABORTED, rt.clock()))
+
+
+def _sweep(rt: Runtime, checkpoint: Checkpoint) -> None:
+    """Delete staged sink output and state snapshots of the epoch's losing attempts."""
+    for role in rt.sinks:
+        role.sink.abort_others(checkpoint.epoch, keep=None)
+    winner = layout.state_prefix(checkpoint.epoch, checkpoint.attempt)
+    prefix = f"{layout.STATE}{checkpoint.epoch:012d}-"
+    for info in rt.repo.store.list(prefix):
+        if not info.key.startswith(winner):
+            rt.repo.store.delete(info.key)

@@ -1,0 +1,63 @@
+"""Run the three steps in one process: one epoch, or epochs until the source is drained."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.protocol.commit import commit_epoch
+from sluice.protocol.model import Checkpoint
+from sluice.protocol.plan import plan_epoch
+from sluice.protocol.process import process_epoch
+from sluice.protocol.runtime import Runtime
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["EpochOutcome", "run_epoch", "run_until_drained"]
+
+
+@dataclass(frozen=True)
+class EpochOutcome:
+    checkpoint: Checkpoint
+    attempt: str
+
+    @property
+    def won(self) -> bool:
+        return self.checkpoint.attempt == self.attempt
+
+
+def run_epoch(rt: Runtime, spark: SparkSession, *, max_units: int | None = None) -> EpochOutcome | None:
+    """plan -> process -> commit for the next epoch; None when there is nothing to read."""
+    plan = plan_epoch(rt, max_units=max_units)
+    if plan is None:
+        return None
+    record = process_epoch(rt, spark, plan.epoch)
+    checkpoint = commit_epoch(rt, record.epoch, record.attempt)
+    return EpochOutcome(checkpoint, record.attempt)
+
+
+def run_until_drained(
+    rt: Runtime,
+    spark: SparkSession,
+    *,
+    max_epochs: int | None = None,
+    max_units: Callable[[int], int | None] | int | None = None,
+    on_epoch: Callable[[EpochOutcome], None] | None = None,
+) -> list[EpochOutcome]:
+    """Run epochs until the source has nothing new (or ``max_epochs``).
+
+    ``max_units`` caps each epoch's input; a callable gets the epoch's ordinal (0-based) so a
+    test can cut the input at arbitrary points.
+    """
+    outcomes: list[EpochOutcome] = []
+    while max_epochs is None or len(outcomes) < max_epochs:
+        cap = max_units(len(outcomes)) if callable(max_units) else max_units
+        outcome = run_epoch(rt, spark, max_units=cap)
+        if outcome is None:
+            break
+        outcomes.append(outcome)
+        if on_epoch:
+            on_epoch(outcome)
+    return outcomes

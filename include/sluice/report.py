@@ -1,0 +1,204 @@
+"""What the CLI shows people: spec summaries, progress, checkpoint history, demo results."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from sluice.spec.durations import format_duration
+from sluice.spec.model import PipelineSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sluice.protocol import EpochOutcome, Runtime
+
+__all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "run_with_progress"]
+
+
+def describe_spec(spec: PipelineSpec) -> Table:
+    table = Table(title=f"pipeline {spec.name}: valid", show_header=False)
+    src = spec.source
+    table.add_row("source", f"{src.type} {src.format} at {src.path}"
+                  + (f", {src.max_files_per_epoch} files/epoch" if src.max_files_per_epoch else ""))  # fmt: skip
+    table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in src.schema))
+    et = spec.event_time
+    table.add_row("event time", f"{et.column}, out-of-orderness "
+                  f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
+                  f"{format_duration(et.allowed_lateness_us) or '0s'}")  # fmt: skip
+    table.add_row("window", f"{spec.window.type} {format_duration(spec.window.size_us)}"
+                  f" by {', '.join(spec.key_by) or '(no key)'}, emit {spec.emit}")  # fmt: skip
+    table.add_row("aggregates", ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates))
+    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
+        table.add_row(f"sink {sink.name}", f"{sink.type} {sink.format} at {sink.path}")
+    table.add_row("checkpoints", f"{spec.checkpoint.storage} every "
+                  f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}")  # fmt: skip
+    return table
+
+
+def run_with_progress(rt: Runtime, spark: SparkSession, console: Console, *,
+                      max_epochs: int | None = None, max_files: int | None = None,
+                      quiet: bool = False) -> list[EpochOutcome]:  # fmt: skip
+    """Run epochs until drained, with a progress bar over the input files."""
+    from sluice.protocol import run_until_drained
+
+    pending = _pending_units(rt)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("files"), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))  # fmt: skip
+    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
+        task = progress.add_task(f"{rt.name}", total=pending, last="")
+
+        def on_epoch(outcome: EpochOutcome) -> None:
+            stats = outcome.checkpoint.result.stats
+            progress.update(task, advance=stats.input_units, last=(
+                f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
+                f"{stats.windows_emitted} windows out, {stats.late} late, {stats.dead} dead"))  # fmt: skip
+
+        return run_until_drained(rt, spark, max_epochs=max_epochs, max_units=max_files,
+                                 on_epoch=on_epoch)  # fmt: skip
+
+
+def _pending_units(rt: Runtime) -> int | None:
+    latest = rt.repo.latest_checkpoint()
+    after = latest.end_offset.get("after_key") if latest else None
+    lister = getattr(rt.source, "list_keys", None)
+    if lister is None:
+        return None
+    return sum(1 for k in lister() if after is None or k > after)
+
+
+def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:
+    """One row per stored epoch: status, offsets, counts, watermark and durations."""
+    rows = []
+    for epoch, names in sorted(rt.repo.epochs().items()):
+        rows.append(_epoch_row(rt, epoch, names))
+    return rows
+
+
+def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
+    from sluice.protocol import AttemptStatus
+
+    plan = rt.repo.plan(epoch)
+    checkpoint = rt.repo.checkpoint(epoch) if "checkpoint.json" in names else None
+    marker = rt.repo.sinks_committed(epoch) if "sinks-committed.json" in names else None
+    row: dict[str, Any] = {"epoch": epoch, "status": "planned"}
+    if plan:
+        row.update(start=_offset(rt, plan.start_offset), end=_offset(rt, plan.end_offset),
+                   plan_seconds=plan.plan_seconds)  # fmt: skip
+    if checkpoint is None:
+        statuses = {a.status for a in rt.repo.attempts(epoch)}
+        for status in (AttemptStatus.PREPARED, AttemptStatus.STARTED, AttemptStatus.FAILED):
+            if status in statuses:
+                row["status"] = {"prepared": "prepared", "started": "processing"}.get(
+                    status.value, "failed")
+                break
+        return row
+    result = checkpoint.result
+    row.update(result.stats.to_dict())
+    row.update(
+        status="sinks committed" if marker else "committed",
+        attempt=checkpoint.attempt,
+        watermark=_iso(result.watermark_us),
+        process_seconds=result.process_seconds,
+        commit_seconds=marker.commit_seconds if marker else None,
+        reconciles=result.stats.records_read
+        == result.stats.accepted + result.stats.late + result.stats.dead,
+        run_id=checkpoint.run_id,
+    )
+    return row
+
+
+def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"checkpoints of {rt.name}")
+    headers = ("epoch", "status", "offsets (end)", "files", "read", "accepted", "late", "dead",
+               "windows out", "open", "watermark", "plan s", "process s", "commit s")  # fmt: skip
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("status", "offsets (end)") else "right")
+    for r in rows:
+        ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
+        table.add_row(
+            str(r["epoch"]), r["status"] + ok, r.get("end", ""), _s(r, "input_units"),
+            _s(r, "records_read"), _s(r, "accepted"), _s(r, "late"), _s(r, "dead"),
+            _s(r, "windows_emitted"), _s(r, "windows_open"), r.get("watermark") or "",
+            _f(r, "plan_seconds"), _f(r, "process_seconds"), _f(r, "commit_seconds"),
+        )  # fmt: skip
+    return table
+
+
+def _s(row: dict[str, Any], key: str) -> str:
+    return "" if row.get(key) is None else str(row[key])
+
+
+def _f(row: dict[str, Any], key: str) -> str:
+    return "" if row.get(key) is None else f"{row[key]:.2f}"
+
+
+def _offset(rt: Runtime, data: dict[str, Any]) -> str:
+    return rt.source.decode_offset(data).describe()
+
+
+def _iso(us: int | None) -> str | None:
+    if us is None:
+        return None
+    return datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def run_demo(spec_path: str, console: Console, *, keep: bool,
+             spark_factory: Callable[[Any], Any], runtime_factory: Callable[[str], Any]) -> int:  # fmt: skip
+    """Generate demo clicks, run the demo pipeline to the end, show results and history."""
+    from sluice.demo import demo_stats, write_click_files
+
+    data = Path(os.environ.setdefault("SLUICE_DATA", "data/demo"))
+    if not keep and data.exists():
+        shutil.rmtree(data)
+    files = write_click_files(data / "in")
+    stats = demo_stats()
+    console.print(f"[bold]demo input:[/] {len(files)} files, {stats.records} records "
+                  f"({stats.late} late, {stats.dead_letters} malformed) in {data / 'in'}")  # fmt: skip
+    rt = runtime_factory(spec_path)
+    outcomes = run_with_progress(rt, spark_factory(rt), console)
+    console.print(_results_table(rt))
+    console.print(checkpoint_table(rt, checkpoint_rows(rt)))
+    totals = [o.checkpoint.result.stats for o in outcomes]
+    read = sum(s.records_read for s in totals)
+    console.print(
+        f"[bold]{len(outcomes)} epochs:[/] {read} records read = "
+        f"{sum(s.accepted for s in totals)} aggregated + {sum(s.late for s in totals)} late + "
+        f"{sum(s.dead for s in totals)} dead letters; "
+        f"{sum(s.windows_emitted for s in totals)} windows emitted, "
+        f"{totals[-1].windows_open if totals else 0} still open."
+    )
+    console.print(f"results: {data / 'out'}  late: {data / 'late'}  dead letters: {data / 'dead'}")
+    return 0
+
+
+def _results_table(rt: Runtime, limit: int = 15) -> Table:
+    import pyarrow.dataset as ds
+
+    sink = rt.spec.sinks[0]
+    path = sink.path[len("file://"):] if sink.path.startswith("file://") else sink.path
+    rows = ds.dataset(path, format="parquet").to_table().to_pylist() if Path(path).exists() else []
+    rows.sort(key=lambda r: (r["window_start"], str(r.get(rt.spec.key_by[0]) if rt.spec.key_by else "")))
+    table = Table(title=f"{sink.name}: {len(rows)} closed windows (first {min(limit, len(rows))})")
+    columns = list(rows[0]) if rows else []
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows[:limit]:
+        table.add_row(*[_cell(row[c]) for c in columns])
+    return table
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.strftime("%H:%M")
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return "" if value is None else str(value)

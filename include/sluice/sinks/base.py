@@ -1,0 +1,80 @@
+"""The two-phase-commit sink contract.
+
+``prepare(epoch, attempt, df, rows)`` makes the epoch's rows **durable but invisible**, under
+a location owned by that attempt alone, so a zombie attempt can never overwrite the winner.
+``commit(prepared)`` makes exactly those rows visible; it is **idempotent** — the engine
+re-runs it after a crash until the checkpoint says the sinks are committed. ``abort`` removes
+an attempt's staged rows and is idempotent too. ``abort_others(epoch, keep)`` removes what
+dead attempts of an epoch left behind. None of them may depend on the wall clock.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["Prepared", "Sink", "StagedFile"]
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    staged_key: str
+    final_key: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"staged_key": self.staged_key, "final_key": self.final_key, "size": self.size}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StagedFile:
+        return cls(data["staged_key"], data["final_key"], int(data["size"]))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` staged: enough for any later process to commit or abort it."""
+
+    sink: str
+    uri: str
+    epoch: int
+    attempt: str
+    rows: int
+    files: tuple[StagedFile, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sink": self.sink,
+            "uri": self.uri,
+            "epoch": self.epoch,
+            "attempt": self.attempt,
+            "rows": self.rows,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Prepared:
+        files = tuple(StagedFile.from_dict(f) for f in data["files"])
+        return cls(data["sink"], data["uri"], int(data["epoch"]), data["attempt"],
+                   int(data["rows"]), files)  # fmt: skip
+
+
+class Sink(ABC):
+    """A two-phase-commit output (see the module docstring for the guarantees)."""
+
+    name: str
+
+    @abstractmethod
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared: ...
+
+    @abstractmethod
+    def commit(self, prepared: Prepared) -> None: ...
+
+    @abstractmethod
+    def abort(self, prepared: Prepared) -> None: ...
+
+    @abstractmethod
+    def abort_others(self, epoch: int, keep: str | None) -> int: ...

@@ -1,0 +1,85 @@
+"""The rewindable-source contract (eKuiper's ``Rewindable``: get offset / rewind).
+
+A source turns "everything after offset X, at most N units" into a :class:`SourceRange`
+that the plan stores verbatim, and reads exactly that range back.
+
+Contract:
+
+* ``plan_range(start, max_units)`` looks at what is available now and returns the range to
+  read next (``None`` when nothing new). It may raise when the source can no longer honour
+  ``start`` (e.g. a file appeared behind the committed offset).
+* ``read(spark, rng)`` is **deterministic**: the same range yields the same records, in the
+  same positions, on every call — retries and replays depend on it.
+* Positions: every record has ``(_partition, _major, _line)``; within a partition records are
+  ordered by ``(_major, _line)``. Watermarks are computed per partition in that order.
+* ``read`` returns the columns of :data:`RECORD_COLUMNS` followed by the spec's schema columns
+  (typed; null where ``_error`` says why the record is unusable).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["RECORD_COLUMNS", "Offset", "Source", "SourceRange"]
+
+# _partition: source partition; _file: the object key the record came from; _major/_line:
+# position inside the partition; _raw: the record's text; _error: why it is a dead letter.
+RECORD_COLUMNS = ("_partition", "_file", "_major", "_line", "_raw", "_error")
+
+
+@dataclass(frozen=True)
+class Offset:
+    """Where the next epoch starts reading. Subclasses add typed fields and a ``type`` tag."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """A short human rendering for tables and logs."""
+        return str(self.to_dict())
+
+
+@dataclass(frozen=True)
+class SourceRange:
+    """The exact input of one epoch: ``[start, end)`` plus what is needed to replay it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def end(self) -> Offset:
+        raise NotImplementedError
+
+    @property
+    def units(self) -> int:
+        """How many source units (files, messages...) the range covers."""
+        raise NotImplementedError
+
+
+class Source(ABC):
+    """A rewindable source bound to one pipeline's spec."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the source reads from (named in dead letters and errors)."""
+
+    @abstractmethod
+    def initial_offset(self) -> Offset: ...
+
+    @abstractmethod
+    def decode_offset(self, data: dict[str, Any]) -> Offset: ...
+
+    @abstractmethod
+    def decode_range(self, data: dict[str, Any]) -> SourceRange: ...
+
+    @abstractmethod
+    def plan_range(self, start: Offset, max_units: int | None) -> SourceRange | None: ...
+
+    @abstractmethod
+    def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...

@@ -1,0 +1,186 @@
+"""The ``files`` source: JSON lines / CSV / Parquet objects under a local or S3 prefix.
+
+Offsets are positions in the key order of the objects: an epoch reads the next files whose
+keys sort after the committed ``after_key``. The source is one partition ordered by
+``(file key, line)``. A new file that sorts at or before the committed offset is an error
+(:class:`FileBehindOffset`), never skipped silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sluice.sources.base import Offset, Source, SourceRange
+from sluice.sources.exceptions import FileBehindOffset
+from sluice.sources.parsing import parse_csv_lines, parse_json_lines, parse_parquet
+from sluice.spec.model import SourceSpec
+from sluice.storage import ObjectStore, to_spark_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["FilesOffset", "FilesRange", "FilesSource", "key_digest"]
+
+_EMPTY_DIGEST = "0" * 64
+
+
+def key_digest(keys: Iterable[str], start: str = _EMPTY_DIGEST) -> str:
+    """Order-free digest of a set of keys (XOR of their SHA-256), updatable incrementally."""
+    value = int(start, 16)
+    for key in keys:
+        value ^= int.from_bytes(hashlib.sha256(key.encode()).digest(), "big")
+    return f"{value:064x}"
+
+
+@dataclass(frozen=True)
+class FilesOffset(Offset):
+    """Every file whose key sorts at or before ``after_key`` has been read.
+
+    ``files_consumed`` and ``consumed_digest`` describe that set so a planner can tell,
+    cheaply, whether a file has since appeared behind the offset.
+    """
+
+    after_key: str | None = None
+    files_consumed: int = 0
+    consumed_digest: str = _EMPTY_DIGEST
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "files",
+            "after_key": self.after_key,
+            "files_consumed": self.files_consumed,
+            "consumed_digest": self.consumed_digest,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FilesOffset:
+        if data.get("type") != "files":
+            raise ValueError(f"not a files offset: {data!r}")
+        return cls(data["after_key"], int(data["files_consumed"]), data["consumed_digest"])
+
+    def describe(self) -> str:
+        return f"after {self.after_key} ({self.files_consumed} files)" if self.after_key else "-"
+
+
+@dataclass(frozen=True)
+class FilesRange(SourceRange):
+    """The files one epoch reads, in key order, and the offset it starts from."""
+
+    start: FilesOffset
+    files: tuple[str, ...]
+    behind: tuple[int, str] | None = None  # (count, digest) of files behind start, if changed
+
+    @property
+    def end(self) -> FilesOffset:
+        count, digest = self.behind or (self.start.files_consumed, self.start.consumed_digest)
+        return FilesOffset(self.files[-1], count + len(self.files), key_digest(self.files, digest))
+
+    @property
+    def units(self) -> int:
+        return len(self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "files",
+            "start": self.start.to_dict(),
+            "files": list(self.files),
+            "behind": list(self.behind) if self.behind else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FilesRange:
+        behind = data.get("behind")
+        return cls(
+            FilesOffset.from_dict(data["start"]),
+            tuple(data["files"]),
+            (int(behind[0]), str(behind[1])) if behind else None,
+        )
+
+
+class FilesSource(Source):
+    """Files under ``spec.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
+
+    ``history`` returns every file key earlier epochs planned; it is only consulted when the
+    cheap count/digest check says the files behind the offset changed.
+    """
+
+    def __init__(
+        self,
+        spec: SourceSpec,
+        store: ObjectStore,
+        *,
+        required: tuple[str, ...] = (),
+        history: Callable[[], set[str]] = set,
+    ) -> None:
+        self.spec = spec
+        self.store = store
+        self.required = required
+        self.history = history
+
+    @property
+    def location(self) -> str:
+        return self.store.uri()
+
+    def initial_offset(self) -> FilesOffset:
+        return FilesOffset()
+
+    def decode_offset(self, data: dict[str, Any]) -> FilesOffset:
+        return FilesOffset.from_dict(data)
+
+    def decode_range(self, data: dict[str, Any]) -> FilesRange:
+        return FilesRange.from_dict(data)
+
+    def list_keys(self) -> list[str]:
+        return [i.key for i in self.store.list() if not _hidden(i.key)]
+
+    def plan_range(self, start: Offset, max_units: int | None) -> FilesRange | None:
+        assert isinstance(start, FilesOffset)
+        keys = self.list_keys()
+        behind = [k for k in keys if start.after_key is not None and k <= start.after_key]
+        changed = self._check_behind(start, behind)
+        fresh = [k for k in keys if start.after_key is None or k > start.after_key]
+        limit = max_units or self.spec.max_files_per_epoch
+        if limit:
+            fresh = fresh[:limit]
+        if not fresh:
+            return None
+        return FilesRange(start, tuple(fresh), changed)
+
+    def _check_behind(self, start: FilesOffset, behind: list[str]) -> tuple[int, str] | None:
+        """None when the files behind the offset are exactly those consumed; otherwise the new
+        (count, digest) after deletions; raises if any file there was never read."""
+        digest = key_digest(behind)
+        if len(behind) == start.files_consumed and digest == start.consumed_digest:
+            return None
+        known = self.history()
+        unread = [k for k in behind if k not in known]
+        if unread:
+            raise FileBehindOffset(self.store.uri(), unread, start.after_key or "")
+        return (len(behind), digest)  # only deletions of already-read files: fine
+
+    def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
+        assert isinstance(rng, FilesRange)
+        index = [(self._qualified(spark, k), k, i) for i, k in enumerate(rng.files)]
+        schema = self.spec.schema
+        if self.spec.format == "parquet":
+            return parse_parquet(spark, index, schema, self.required)
+        if self.spec.format == "csv":
+            return parse_csv_lines(spark, index, schema, self.required, self.spec.header)
+        return parse_json_lines(spark, index, schema, self.required)
+
+    def _qualified(self, spark: SparkSession, key: str) -> str:
+        """The path exactly as Spark reports it in ``_metadata.file_path``."""
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        path = jvm.org.apache.hadoop.fs.Path(to_spark_uri(self.store.uri(key)))
+        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        uri = str(path.getFileSystem(conf).makeQualified(path).toUri().toString())
+        # Spark reports local files without the empty authority: file:/abs, not file:///abs.
+        return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
+
+
+def _hidden(key: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in key.split("/"))

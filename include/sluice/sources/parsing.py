@@ -1,0 +1,147 @@
+"""Turn the raw text of input files into typed records plus a per-record error.
+
+Every format produces the columns of :data:`sluice.sources.base.RECORD_COLUMNS` followed by
+the schema columns. ``_error`` is ``"<code>: <message>"`` with code ``malformed``,
+``missing_event_time`` or ``wrong_type``; the first problem found wins, checked in the order
+malformed, required columns (the event time), then the other columns in schema order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["parse_csv_lines", "parse_json_lines", "parse_parquet"]
+
+Index = list[tuple[str, str, int]]  # (path as Spark reports it, file key, position)
+Schema = tuple[tuple[str, str], ...]
+
+SPARK_TYPES = {
+    "string": "string", "int": "int", "long": "bigint", "double": "double",
+    "float": "float", "boolean": "boolean", "timestamp": "timestamp", "date": "date",
+}  # fmt: skip
+_TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
+_CORRUPT = "_corrupt"
+
+
+def parse_json_lines(spark: SparkSession, index: Index, schema: Schema,
+                     required: tuple[str, ...]) -> DataFrame:  # fmt: skip
+    """JSON lines: one object per line; blank lines are not records."""
+    text_schema = _text_schema(schema)
+    parsed = F.from_json(
+        "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    )
+    lines = _lines(spark, index).withColumn("_j", parsed)
+    malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
+    return _typed(lines, schema, required, malformed, "not a JSON object")
+
+
+def parse_csv_lines(spark: SparkSession, index: Index, schema: Schema,
+                    required: tuple[str, ...], header: bool) -> DataFrame:  # fmt: skip
+    """CSV, one record per line, columns in schema order; optional header line per file."""
+    ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
+    lines = _lines(spark, index)
+    if header:
+        lines = lines.filter(F.col("_line") > 1)
+    parsed = F.from_csv(
+        "_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    )
+    lines = lines.withColumn("_j", parsed)
+    malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
+    return _typed(lines, schema, required, malformed, f"expected {len(schema)} CSV fields")
+
+
+def parse_parquet(spark: SparkSession, index: Index, schema: Schema,
+                  required: tuple[str, ...]) -> DataFrame:  # fmt: skip
+    """Parquet rows; position = row index inside the file. Columns are cast by name."""
+    frame = spark.read.option("mergeSchema", "true").parquet(*[p for p, _, _ in index])
+    present = set(frame.columns)
+    text_cols = [
+        (F.col(f"`{c}`").cast("string") if c in present else F.lit(None).cast("string")).alias(c)
+        for c, _ in schema
+    ]
+    rows = frame.select(
+        F.col("_metadata.file_path").alias("_path"),
+        (F.col("_metadata.row_index") + 1).alias("_line"),
+        F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])).alias("_raw"),
+        F.struct(*text_cols).alias("_j"),
+    )
+    rows = _attach_index(spark, rows, index)
+    return _typed(rows, schema, required, F.lit(False), "")
+
+
+def _text_schema(schema: Schema) -> T.StructType:
+    fields = [T.StructField(c, T.StringType()) for c, _ in schema]
+    return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
+
+
+def _attach_index(spark: SparkSession, frame: DataFrame, index: Index) -> DataFrame:
+    files = spark.createDataFrame(index, "_path string, _file string, _major int")
+    return frame.join(F.broadcast(files), "_path", "inner").drop("_path")
+
+
+def _lines(spark: SparkSession, index: Index) -> DataFrame:
+    """Every non-blank line of every file with its 1-based line number."""
+    texts = spark.read.text([p for p, _, _ in index], wholetext=True).select(
+        F.col("_metadata.file_path").alias("_path"), "value"
+    )
+    texts = _attach_index(spark, texts, index)
+    exploded = texts.select("_file", "_major", F.posexplode(F.split("value", "\n")))
+    lines = exploded.select(
+        "_file",
+        "_major",
+        (F.col("pos") + 1).cast("long").alias("_line"),
+        F.regexp_replace("col", "\r$", "").alias("_raw"),
+    )
+    return lines.filter(F.col("_raw").rlike(r"\S"))
+
+
+def _typed(frame: DataFrame, schema: Schema, required: tuple[str, ...], malformed: Column,
+           malformed_reason: str) -> DataFrame:  # fmt: skip
+    """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
+    typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
+    checks = [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]
+    kinds = dict(schema)
+    for column in required:
+        checks.append(_null_check(column, kinds[column]))
+        checks.append(_type_check(column, kinds[column], typed[column]))
+    for column, kind in schema:
+        if column not in required:
+            checks.append(_type_check(column, kind, typed[column]))
+    return frame.select(
+        F.lit("0").alias("_partition"),
+        "_file",
+        "_major",
+        "_line",
+        "_raw",
+        F.coalesce(*checks).alias("_error"),
+        *[typed[c].alias(c) for c, _ in schema],
+    )
+
+
+def _null_check(column: str, kind: str) -> Column:
+    raw = F.col(f"_j.`{column}`")
+    return F.when(raw.isNull(), F.lit(f"missing_event_time: field '{column}' is absent or null"))
+
+
+def _type_check(column: str, kind: str, typed: Column) -> Column:
+    raw = F.col(f"_j.`{column}`")
+    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", raw)
+    return F.when(raw.isNotNull() & typed.isNull(), message)
+
+
+def _cast(raw: Column, kind: str) -> Column:
+    if kind == "string":
+        return raw
+    if kind == "boolean":
+        lowered = F.lower(raw)
+        return F.when(lowered == "true", True).when(lowered == "false", False)
+    if kind == "timestamp":
+        return F.when(raw.rlike(_TIMESTAMP_SHAPE), raw.try_cast("timestamp"))
+    return raw.try_cast(SPARK_TYPES[kind])

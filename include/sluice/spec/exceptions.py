@@ -1,0 +1,33 @@
+"""Errors raised while reading a pipeline spec."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sluice.exceptions import SluiceError
+
+__all__ = ["SpecError", "SpecProblem"]
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a spec: where, what, and how to fix it."""
+
+    field: str
+    problem: str
+    fix: str = ""
+
+    def render(self, source: str) -> str:
+        fix = f" Fix: {self.fix}" if self.fix else ""
+        return f"{source}: {self.field}: {self.problem}.{fix}"
+
+
+class SpecError(SluiceError):
+    """A spec failed validation; carries every problem found, not just the first."""
+
+    def __init__(self, source: str, problems: list[SpecProblem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = [p.render(source) for p in problems]
+        head = f"invalid pipeline spec ({len(lines)} problem{'s' if len(lines) != 1 else ''})"
+        super().__init__(head + ":\n  " + "\n  ".join(lines))

@@ -1,0 +1,403 @@
+"""Read a YAML pipeline spec into a :class:`PipelineSpec`, reporting every problem at once.
+
+Every error names the file, the field and the fix. String values may use ``${VAR}`` or
+``${VAR:-default}`` to read the environment (so one spec serves laptop, CI and cluster).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sluice.spec.durations import parse_duration_us
+from sluice.spec.exceptions import SpecError, SpecProblem
+from sluice.spec.model import (
+    AGGREGATE_FUNCTIONS,
+    NUMERIC_TYPES,
+    SCHEMA_TYPES,
+    AggregateSpec,
+    CheckpointSpec,
+    EventTimeSpec,
+    PipelineSpec,
+    SinkSpec,
+    SourceSpec,
+    WindowSpec,
+)
+from sluice.storage.s3options import S3Options
+
+__all__ = ["load_spec", "parse_spec"]
+
+NAME_RE = re.compile(r"^[a-z0-9_]+$")
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_AGG_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
+_TOP = {
+    "name", "source", "event_time", "key_by", "window", "aggregates", "emit", "sinks",
+    "late_records", "dead_letters", "checkpoint", "qos", "s3", "description",
+}  # fmt: skip
+_SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header"}
+_EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness"}
+_WINDOW = {"type", "size"}
+_SINK = {"name", "type", "path", "format"}
+_CHECKPOINT = {"storage", "interval", "timeout", "retained"}
+_S3 = {"endpoint_url", "region"}
+
+
+def load_spec(path: str | Path) -> PipelineSpec:
+    """Parse and validate the spec file at ``path``."""
+    origin = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(origin, [SpecProblem("(file)", f"cannot read: {exc.strerror}")]) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = SpecProblem("(yaml)", f"not valid YAML: {exc}", "check indentation and quoting")
+        raise SpecError(origin, [problem]) from exc
+    return parse_spec(data, origin=origin)
+
+
+def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
+    """Validate an already-parsed YAML document."""
+    checker = _Checker(origin)
+    spec = checker.pipeline(_interpolate(data, "", checker))
+    checker.raise_if_any()
+    assert spec is not None
+    return spec
+
+
+def _interpolate(value: Any, where: str, checker: _Checker) -> Any:
+    if isinstance(value, dict):
+        return {k: _interpolate(v, f"{where}.{k}".lstrip("."), checker) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{where}[{i}]", checker) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        checker.add(where, f"environment variable {name} is not set",
+                    f"export {name}=... or write ${{{name}:-default}}")  # fmt: skip
+        return ""
+
+    return _ENV_RE.sub(substitute, value)
+
+
+class _Checker:
+    """Collects problems while building the spec objects."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.problems: list[SpecProblem] = []
+
+    def add(self, field: str, problem: str, fix: str = "") -> None:
+        self.problems.append(SpecProblem(field, problem, fix))
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise SpecError(self.origin, self.problems)
+
+    # -- generic helpers -------------------------------------------------------------------
+
+    def mapping(self, value: Any, field: str, allowed: set[str]) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.add(field, f"expected a mapping, got {_kind(value)}", "see README 'Spec'")
+            return None
+        for key in value:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"allowed: {sorted(allowed)}"
+                self.add(f"{field}.{key}".lstrip("."), "unknown field", hint)
+        return value
+
+    def required(self, data: dict[str, Any], key: str, field: str) -> Any:
+        if data.get(key) is None:
+            self.add(f"{field}.{key}".lstrip("."), "is required", "add it (see README 'Spec')")
+        return data.get(key)
+
+    def string(self, data: dict[str, Any], key: str, field: str, choices: tuple[str, ...] = (),
+               default: str | None = None) -> str | None:  # fmt: skip
+        value = data.get(key, default)
+        where = f"{field}.{key}".lstrip(".")
+        if value is None:
+            self.add(where, "is required", f"one of {list(choices)}" if choices else "add it")
+            return None
+        if not isinstance(value, str) or (choices and value not in choices):
+            self.add(where, f"{value!r} is not valid", f"use one of {list(choices)}")
+            return None
+        return value
+
+    def duration(self, data: dict[str, Any], key: str, field: str, default: Any = None,
+                 positive: bool = False) -> int:  # fmt: skip
+        value = data.get(key, default)
+        where = f"{field}.{key}".lstrip(".")
+        if value is None:
+            self.add(where, "is required", "write a duration like 5s or 1m")
+            return 0
+        try:
+            us = parse_duration_us(value)
+        except ValueError as exc:
+            self.add(where, str(exc), "write a duration like 500ms, 5s, 1m, 2h or 1d")
+            return 0
+        if positive and us <= 0:
+            self.add(where, "must be greater than zero", "write a duration like 1m")
+        return us
+
+    def positive_int(self, data: dict[str, Any], key: str, field: str,
+                     default: int | None) -> int | None:  # fmt: skip
+        value = data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            self.add(f"{field}.{key}", f"{value!r} is not a positive whole number", "e.g. 10")
+            return default
+        return value
+
+    # -- sections --------------------------------------------------------------------------
+
+    def pipeline(self, data: Any) -> PipelineSpec | None:
+        top = self.mapping(data, "", _TOP) if data is not None else None
+        if top is None:
+            if data is None:
+                self.add("(file)", "is empty", "start from include/pipelines/clicks_per_minute.yaml")
+            return None
+        name = self.name(top.get("name"))
+        source = self.source(top.get("source"))
+        schema = dict(source.schema) if source else {}
+        event_time = self.event_time(top.get("event_time"), schema)
+        key_by = self.key_by(top.get("key_by"), schema)
+        window = self.window(top.get("window"))
+        aggregates = self.aggregates(top.get("aggregates"), schema)
+        self.string(top, "emit", "", ("on_close",), default="on_close")
+        checkpoint = self.checkpoint(top.get("checkpoint"))
+        sinks = self.sinks(top.get("sinks"))
+        late = self.side_sink(top.get("late_records"), "late_records", name, checkpoint)
+        dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
+        qos = self.qos(top.get("qos", 2))
+        s3 = self.s3(top.get("s3"))
+        self.paths_apart(source, sinks, late, dead, checkpoint)
+        if self.problems or None in (name, source, event_time, window, checkpoint, late, dead):
+            return None
+        assert name and source and event_time and window and checkpoint and late and dead
+        return PipelineSpec(
+            name=name, source=source, event_time=event_time, key_by=key_by, window=window,
+            aggregates=aggregates, sinks=sinks, late_records=late, dead_letters=dead,
+            checkpoint=checkpoint, qos=qos, s3=s3, origin=self.origin,
+        )  # fmt: skip
+
+    def name(self, value: Any) -> str | None:
+        if not isinstance(value, str) or not NAME_RE.match(value):
+            self.add("name", f"{value!r} is not a valid pipeline name",
+                     "use lower-case letters, digits and '_' only, e.g. clicks_per_minute")  # fmt: skip
+            return None
+        return value
+
+    def source(self, value: Any) -> SourceSpec | None:
+        data = self.mapping(value, "source", _SOURCE) if value is not None else None
+        if data is None:
+            if value is None:
+                self.add("source", "is required", "add a files source (see README 'Spec')")
+            return None
+        kind = self.string(data, "type", "source", ("files",))
+        path = self.string(data, "path", "source")
+        fmt = self.string(data, "format", "source", ("jsonl", "csv", "parquet"))
+        schema = self.schema(data.get("schema"))
+        limit = self.positive_int(data, "max_files_per_epoch", "source", None)
+        header = data.get("header", True)
+        if not isinstance(header, bool):
+            self.add("source.header", f"{header!r} is not true/false", "write header: true")
+        if not (kind and path and fmt and schema):
+            return None
+        return SourceSpec(kind, path, fmt, schema, limit, bool(header))  # type: ignore[arg-type]
+
+    def schema(self, value: Any) -> tuple[tuple[str, str], ...] | None:
+        if not isinstance(value, dict) or not value:
+            self.add("source.schema", "must map each column to a type",
+                     f"e.g. {{user: string, ts: timestamp}}; types: {list(SCHEMA_TYPES)}")  # fmt: skip
+            return None
+        columns: list[tuple[str, str]] = []
+        for column, kind in value.items():
+            if not isinstance(column, str) or column.startswith("_"):
+                self.add(f"source.schema.{column}", "column names must not start with '_'",
+                         "rename the column; names starting with '_' are Sluice's")  # fmt: skip
+            if kind not in SCHEMA_TYPES:
+                self.add(f"source.schema.{column}", f"unknown type {kind!r}",
+                         f"use one of {list(SCHEMA_TYPES)}")  # fmt: skip
+            columns.append((str(column), str(kind)))
+        return tuple(columns)
+
+    def event_time(self, value: Any, schema: dict[str, str]) -> EventTimeSpec | None:
+        data = self.mapping(value, "event_time", _EVENT_TIME) if value is not None else None
+        if data is None:
+            if value is None:
+                self.add("event_time", "is required", "e.g. {column: ts, max_out_of_orderness: 5s}")
+            return None
+        column = self.string(data, "column", "event_time")
+        if column and schema and schema.get(column) != "timestamp":
+            self.add("event_time.column", f"{column!r} is not a timestamp column of the schema",
+                     "name a schema column of type timestamp")  # fmt: skip
+        bound = self.duration(data, "max_out_of_orderness", "event_time", default="0s")
+        lateness = self.duration(data, "allowed_lateness", "event_time", default="0s")
+        return EventTimeSpec(column, bound, lateness) if column else None
+
+    def key_by(self, value: Any, schema: dict[str, str]) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        keys = [value] if isinstance(value, str) else value
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            self.add("key_by", f"{value!r} is not a list of column names", "e.g. [user]")
+            return ()
+        for key in keys:
+            if schema and key not in schema:
+                self.add("key_by", f"{key!r} is not a schema column", f"use one of {list(schema)}")
+        if len(set(keys)) != len(keys):
+            self.add("key_by", "names a column twice", "list each key column once")
+        return tuple(keys)
+
+    def window(self, value: Any) -> WindowSpec | None:
+        data = self.mapping(value, "window", _WINDOW) if value is not None else None
+        if data is None:
+            if value is None:
+                self.add("window", "is required", "e.g. {type: tumbling, size: 1m}")
+            return None
+        kind = self.string(data, "type", "window", ("tumbling",))
+        size = self.duration(data, "size", "window", positive=True)
+        return WindowSpec(kind, size) if kind else None  # type: ignore[arg-type]
+
+    def aggregates(self, value: Any, schema: dict[str, str]) -> tuple[AggregateSpec, ...]:
+        if not isinstance(value, dict) or not value:
+            self.add("aggregates", "must map output names to expressions",
+                     "e.g. {clicks: count(*), total: sum(amount)}")  # fmt: skip
+            return ()
+        result = []
+        for name, expression in value.items():
+            agg = self.aggregate(str(name), expression, schema)
+            if agg:
+                result.append(agg)
+        return tuple(result)
+
+    def aggregate(self, name: str, expression: Any, schema: dict[str, str]) -> AggregateSpec | None:
+        where = f"aggregates.{name}"
+        if not NAME_RE.match(name) and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+            self.add(where, "is not a valid column name", "use letters, digits and '_'")
+        match = _AGG_RE.match(str(expression))
+        if not match or match.group(1) not in AGGREGATE_FUNCTIONS:
+            self.add(where, f"{expression!r} is not a supported aggregate",
+                     f"write func(column) with func in {list(AGGREGATE_FUNCTIONS)}, or count(*)")  # fmt: skip
+            return None
+        func, column = match.group(1), match.group(2)
+        if column == "*":
+            if func != "count":
+                self.add(where, f"{func}(*) is not defined", "name a column, e.g. sum(amount)")
+            return AggregateSpec(name, func, None)
+        if schema and column not in schema:
+            self.add(where, f"{column!r} is not a schema column", f"use one of {list(schema)}")
+        elif func in ("sum", "avg") and schema and schema[column] not in NUMERIC_TYPES:
+            self.add(where, f"{func} needs a numeric column; {column!r} is {schema[column]}",
+                     f"use a column of type {list(NUMERIC_TYPES)}")  # fmt: skip
+        elif func in ("min", "max") and schema and schema[column] == "boolean":
+            self.add(where, f"{func} of a boolean column is not supported", "use count")
+        if name in schema or name in ("window_start", "window_end"):
+            self.add(where, "clashes with an input or window column name", "choose another name")
+        return AggregateSpec(name, func, column)
+
+    def sink(self, value: Any, field: str, name: str | None) -> SinkSpec | None:
+        data = self.mapping(value, field, _SINK)
+        if data is None:
+            return None
+        sink_name = name or data.get("name")
+        if not isinstance(sink_name, str) or not NAME_RE.match(sink_name):
+            self.add(f"{field}.name", f"{sink_name!r} is not a valid sink name", "e.g. out")
+            return None
+        kind = self.string(data, "type", field, ("files",))
+        path = self.string(data, "path", field)
+        fmt = self.string(data, "format", field, ("parquet", "jsonl"), default="parquet")
+        if not (kind and path and fmt):
+            return None
+        return SinkSpec(sink_name, kind, path, fmt)  # type: ignore[arg-type]
+
+    def sinks(self, value: Any) -> tuple[SinkSpec, ...]:
+        if not isinstance(value, list) or not value:
+            self.add("sinks", "must list at least one sink",
+                     "e.g. [{name: out, type: files, path: data/out, format: parquet}]")  # fmt: skip
+            return ()
+        sinks = [self.sink(v, f"sinks[{i}]", None) for i, v in enumerate(value)]
+        result = tuple(s for s in sinks if s)
+        names = [s.name for s in result]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            self.add("sinks", f"sink name {dup!r} is used twice", "give every sink its own name")
+        return result
+
+    def side_sink(self, value: Any, field: str, name: str | None,
+                  checkpoint: CheckpointSpec | None) -> SinkSpec | None:  # fmt: skip
+        if value is not None:
+            return self.sink(value, field, field)
+        if checkpoint is None or name is None:
+            return None
+        # Nothing is ever dropped: without a configured sink they go next to the checkpoints.
+        path = f"{checkpoint.storage.rstrip('/')}/{name}/{field}"
+        return SinkSpec(field, "files", path, "jsonl")
+
+    def checkpoint(self, value: Any) -> CheckpointSpec | None:
+        data = self.mapping(value, "checkpoint", _CHECKPOINT) if value is not None else None
+        if data is None:
+            if value is None:
+                self.add("checkpoint", "is required", "e.g. {storage: data/ckpt, interval: 1m}")
+            return None
+        storage = self.string(data, "storage", "checkpoint")
+        interval = self.duration(data, "interval", "checkpoint", default="1m", positive=True)
+        timeout = self.duration(data, "timeout", "checkpoint", default="10m", positive=True)
+        retained = self.positive_int(data, "retained", "checkpoint", 10) or 10
+        return CheckpointSpec(storage, interval, timeout, retained) if storage else None
+
+    def qos(self, value: Any) -> int:
+        if value not in (0, 1, 2) or isinstance(value, bool):
+            self.add("qos", f"{value!r} is not a qos level", "use 0, 1 or 2")
+            return 2
+        if value != 2:
+            self.add("qos", f"qos {value} is not available yet (only exactly-once, 2)",
+                     "use qos: 2; at-most-once and at-least-once are planned (issue #5)")  # fmt: skip
+        return int(value)
+
+    def s3(self, value: Any) -> S3Options | None:
+        if value is None:
+            return None
+        data = self.mapping(value, "s3", _S3)
+        if data is None:
+            return None
+        return S3Options(endpoint_url=data.get("endpoint_url"), region=data.get("region"))
+
+    def paths_apart(self, source: SourceSpec | None, sinks: tuple[SinkSpec, ...],
+                    late: SinkSpec | None, dead: SinkSpec | None,
+                    checkpoint: CheckpointSpec | None) -> None:  # fmt: skip
+        """Outputs must not land inside the input, or a later epoch would read them back."""
+        if source is None:
+            return
+        src = _norm(source.path)
+        for sink in (*sinks, late, dead):
+            if sink and (_norm(sink.path) == src or _norm(sink.path).startswith(src + "/")):
+                self.add(f"sinks.{sink.name}.path", f"{sink.path!r} is inside the source path",
+                         "write outputs outside source.path")  # fmt: skip
+        if checkpoint and _norm(checkpoint.storage).startswith(src + "/"):
+            self.add("checkpoint.storage", "is inside the source path", "move it elsewhere")
+
+
+def _norm(path: str) -> str:
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if "://" not in path:
+        path = os.path.abspath(path)
+    return path.rstrip("/")
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

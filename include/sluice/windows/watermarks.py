@@ -1,0 +1,54 @@
+"""Bounded out-of-orderness watermarks, tracked per source partition.
+
+The watermark *at a record's position* is the running maximum of the event times of the
+records before it in its partition, minus the bound. It depends only on the input order, never
+on where epochs are cut — which is what makes the lateness decision split-invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["WatermarkState", "prefix_maxima"]
+
+
+@dataclass(frozen=True)
+class WatermarkState:
+    """Largest event time seen so far in each partition (microseconds since the epoch)."""
+
+    max_event_time_us: dict[str, int] = field(default_factory=dict)
+
+    def watermark_us(self, bound_us: int) -> int | None:
+        """Global watermark: min over partitions of (max event time - bound)."""
+        if not self.max_event_time_us:
+            return None
+        return min(self.max_event_time_us.values()) - bound_us
+
+    def advanced(self, maxima: Iterable[tuple[str, int]]) -> WatermarkState:
+        merged = dict(self.max_event_time_us)
+        for partition, value in maxima:
+            merged[partition] = max(value, merged.get(partition, value))
+        return WatermarkState(merged)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_event_time_us": dict(sorted(self.max_event_time_us.items()))}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WatermarkState:
+        return cls({str(k): int(v) for k, v in data.get("max_event_time_us", {}).items()})
+
+
+def prefix_maxima(
+    carried: WatermarkState, maxima: list[tuple[str, int, int]]
+) -> list[tuple[str, int, int | None]]:
+    """For each (partition, major, max) in the epoch, the largest event time *before* that
+    major position: the carried maximum and the maxima of earlier majors in the partition."""
+    result: list[tuple[str, int, int | None]] = []
+    running: dict[str, int | None] = dict(carried.max_event_time_us)
+    for partition, major, value in sorted(maxima):
+        before = running.get(partition)
+        result.append((partition, major, before))
+        running[partition] = value if before is None else max(before, value)
+    return result
