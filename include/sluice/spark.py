@@ -1,0 +1,236 @@
+"""The one place that builds Spark sessions for Sluice (jobs, CLI, tests).
+
+``spark_session()`` gives a quiet, deterministic local session (UTC, few shuffle partitions,
+no UI) that can read and write ``s3a://`` (and ``s3://``, mapped to the same connector) on
+AWS S3 or any S3-compatible server (MinIO, SeaweedFS):
+
+* the jars for s3a (hadoop-aws + AWS SDK v2, fetched by ``make jars`` into ``.cache/jars``
+  or ``$SLUICE_JARS_DIR``) are put on the classpath when that folder exists;
+* endpoint and region come from :class:`S3Options` or the standard ``AWS_*`` env vars;
+* credentials come from the standard AWS chain (JVM system properties, env vars, web
+  identity, profile, instance/container role): they are never written to Spark's conf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from sluice.storage.s3options import S3Options
+
+__all__ = [
+    "CREDENTIALS_PROVIDERS",
+    "DEFAULT_MASTER",
+    "DEFAULT_REGION",
+    "configure_s3",
+    "jars_dir",
+    "s3a_conf",
+    "s3a_jars",
+    "spark_session",
+]
+
+DEFAULT_MASTER = "local[2]"
+DEFAULT_REGION = "us-east-1"
+SHUFFLE_PARTITIONS = 4
+
+# The AWS SDK's default chain, spelled out so that each S3A filesystem instance gets its own
+# chain (the SDK's DefaultCredentialsProvider.create() is a JVM-wide singleton that pins the
+# first provider that worked). Same order as the SDK: system properties, env vars, web
+# identity token, profile, then container / EC2 instance role.
+CREDENTIALS_PROVIDERS = (
+    "software.amazon.awssdk.auth.credentials.SystemPropertyCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider",
+    "software.amazon.awssdk.auth.credentials.ProfileCredentialsProvider",
+    "org.apache.hadoop.fs.s3a.auth.IAMInstanceCredentialsProvider",
+)
+
+# Python env var -> JVM system property read by the SDK's SystemPropertyCredentialsProvider
+# (and ProfileCredentialsProvider for the profile name). See configure_s3().
+_CREDENTIAL_PROPERTIES = {
+    "AWS_ACCESS_KEY_ID": "aws.accessKeyId",
+    "AWS_SECRET_ACCESS_KEY": "aws.secretAccessKey",
+    "AWS_SESSION_TOKEN": "aws.sessionToken",
+    "AWS_PROFILE": "aws.profile",
+}
+
+# Spark's default log4j2 profile at WARN, minus the startup chatter: the banner lines printed
+# when no profile is configured, the "no native Hadoop library" warning, and S3A's warning
+# that FileOutputCommitter renames are not atomic on S3 (Sluice never relies on them: sinks
+# and state are written to attempt-scoped locations and the checkpoint manifest commits).
+_LOG4J2_PROPERTIES = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+logger.jetty2.name = org.sparkproject.jetty.util.component.AbstractLifeCycle
+logger.jetty2.level = error
+logger.metastore.name = org.apache.hadoop.hive.metastore.RetryingHMSHandler
+logger.metastore.level = fatal
+logger.metastore2.name = org.apache.hadoop.hive.metastore.ObjectStore
+logger.metastore2.level = error
+logger.parquet.name = org.apache.parquet.CorruptStatistics
+logger.parquet.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.committer.name = org.apache.hadoop.fs.s3a.commit.AbstractS3ACommitterFactory
+logger.committer.level = error
+"""
+
+# The system properties configure_s3() has set in this process's JVM.
+_mirrored_properties: set[str] = set()
+
+# Hadoop keys whose change must drop cached S3A filesystem instances (see configure_s3()).
+_CONNECTION_KEYS = ("fs.s3a.endpoint", "fs.s3a.endpoint.region", "fs.s3a.connection.ssl.enabled")
+
+
+def jars_dir() -> Path:
+    """Where ``make jars`` puts the s3a jars: ``$SLUICE_JARS_DIR`` or ``<repo>/.cache/jars``."""
+    override = os.environ.get("SLUICE_JARS_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / ".cache" / "jars"
+
+
+def s3a_jars() -> list[Path]:
+    """The jars to add to Spark for s3a (empty when ``make jars`` has not run)."""
+    folder = jars_dir()
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.jar") if p.is_file())
+
+
+def _log4j2_config() -> Path:
+    """Write :data:`_LOG4J2_PROPERTIES` once to the temp dir (content-addressed) and return it."""
+    digest = hashlib.sha256(_LOG4J2_PROPERTIES.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"sluice-log4j2-{digest}.properties"
+    if not path.is_file():
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2_PROPERTIES, encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
+def s3a_conf(s3: S3Options | None = None) -> dict[str, str]:
+    """Hadoop settings (without the ``spark.hadoop.`` prefix) for s3a on ``s3``.
+
+    As with boto3, a field left ``None`` (or ``s3=None``) falls back to the env
+    (:meth:`S3Options.from_env`); then no endpoint means AWS S3 itself and no region means
+    us-east-1. Path-style access is always on (MinIO / SeaweedFS need it; AWS accepts it).
+    Holds no credentials.
+    """
+    env = S3Options.from_env()
+    given = s3 if s3 is not None else env
+    opts = S3Options(
+        endpoint_url=given.endpoint_url or env.endpoint_url,
+        region=given.region or env.region,
+    )
+    conf = {
+        "fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "fs.AbstractFileSystem.s3a.impl": "org.apache.hadoop.fs.s3a.S3A",
+        # Let Spark read the s3:// URIs Sluice's object stores use, through the same connector.
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.endpoint.region": opts.region or DEFAULT_REGION,
+        "fs.s3a.aws.credentials.provider": ",".join(CREDENTIALS_PROVIDERS),
+    }
+    if opts.endpoint_url:
+        conf["fs.s3a.endpoint"] = opts.endpoint_url
+        plain_http = opts.endpoint_url.lower().startswith("http://")
+        conf["fs.s3a.connection.ssl.enabled"] = "false" if plain_http else "true"
+    return conf
+
+
+def spark_session(
+    app_name: str = "sluice",
+    *,
+    master: str | None = None,
+    s3: S3Options | None = None,
+    extra_conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the Spark session, ready for ``s3a://``.
+
+    ``master`` defaults to ``$SLUICE_SPARK_MASTER``, then ``local[2]``. ``s3=None`` takes the
+    endpoint and region from the ``AWS_*`` env vars. ``extra_conf`` is applied last.
+
+    If a session already runs, it is returned with its s3a settings brought up to date
+    (:func:`configure_s3`); settings fixed at JVM start (master, jars) stay as they were.
+    """
+    master = master or os.environ.get("SLUICE_SPARK_MASTER") or DEFAULT_MASTER
+    conf: dict[str, str] = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    }
+    log_opt = f"-Dlog4j2.configurationFile={_log4j2_config().as_uri()}"
+    conf["spark.driver.extraJavaOptions"] = log_opt
+    if master.startswith("local"):
+        # Bind to loopback without Spark's "hostname resolves to a loopback address" warning.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        if not os.environ.get("PYSPARK_PYTHON"):
+            # Python workers run this interpreter (the venv's), not whatever python3 is on PATH.
+            conf["spark.pyspark.python"] = sys.executable
+    jars = s3a_jars()
+    if jars:
+        conf["spark.jars"] = ",".join(str(p) for p in jars)
+    conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3).items()})
+    conf.update(extra_conf or {})
+
+    builder: Any = SparkSession.builder
+    builder = builder.appName(app_name).master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark: SparkSession = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    configure_s3(spark, s3)
+    return spark
+
+
+def configure_s3(spark: SparkSession, s3: S3Options | None) -> None:
+    """Apply the s3a settings for ``s3`` (``None``: from the env) to a running session.
+
+    For a session created before the S3 endpoint was known: sets the same keys as
+    :func:`spark_session` on the SparkContext's Hadoop configuration, and mirrors the AWS
+    credential env vars of this Python process into the JVM's system properties (the JVM
+    only saw the env vars that existed when it started; the SDK's credential chain reads
+    these properties first). When the endpoint, region or TLS setting changes, Hadoop's
+    cached filesystem instances are closed so the next access uses the new endpoint.
+    """
+    jvm: Any = spark.sparkContext._jvm
+    hadoop_conf: Any = spark.sparkContext._jsc.hadoopConfiguration()
+    wanted = s3a_conf(s3)
+
+    before = {key: hadoop_conf.get(key) for key in _CONNECTION_KEYS}
+    for key, value in wanted.items():
+        hadoop_conf.set(key, value)
+    for key in _CONNECTION_KEYS:
+        if key not in wanted:
+            hadoop_conf.unset(key)
+    after = {key: hadoop_conf.get(key) for key in _CONNECTION_KEYS}
+
+    system = jvm.java.lang.System
+    for env_name, prop in _CREDENTIAL_PROPERTIES.items():
+        env_value = os.environ.get(env_name)
+        if env_value:
+            system.setProperty(prop, env_value)
+            _mirrored_properties.add(prop)
+        elif prop in _mirrored_properties:  # ours and gone from the env: drop it too
+            system.clearProperty(prop)
+            _mirrored_properties.discard(prop)
+
+    if before != after:
+        # S3A filesystems are cached per bucket with the settings they were created with.
+        jvm.org.apache.hadoop.fs.FileSystem.closeAll()
