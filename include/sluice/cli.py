@@ -16,8 +16,9 @@ from sluice.exceptions import SluiceError
 
 __all__ = ["main"]
 
-console = Console()
-errors = Console(stderr=True)
+# Tables stay readable when piped (make run, CI logs): no 80-column squeeze off a terminal.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,8 +95,14 @@ def _run(args: argparse.Namespace) -> int:
     from sluice.report import run_with_progress
 
     rt = _runtime(args.spec)
-    outcomes = run_with_progress(rt, _spark(rt), console, max_epochs=args.max_epochs,
-                                 max_files=args.max_files, quiet=args.quiet)  # fmt: skip
+    outcomes = run_with_progress(
+        rt,
+        _spark(rt),
+        console,
+        max_epochs=args.max_epochs,
+        max_files=args.max_files,
+        quiet=args.quiet,
+    )
     console.print(f"{len(outcomes)} epoch(s) committed for pipeline [bold]{rt.name}[/]")
     return 0
 
@@ -137,8 +144,9 @@ def _checkpoints(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from sluice.report import run_demo
 
-    return run_demo(args.spec, console, keep=args.keep, spark_factory=_spark,
-                    runtime_factory=_runtime)  # fmt: skip
+    return run_demo(
+        args.spec, console, keep=args.keep, spark_factory=_spark, runtime_factory=_runtime
+    )
 
 
 if __name__ == "__main__":

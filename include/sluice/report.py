@@ -27,43 +27,73 @@ __all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "
 def describe_spec(spec: PipelineSpec) -> Table:
     table = Table(title=f"pipeline {spec.name}: valid", show_header=False)
     src = spec.source
-    table.add_row("source", f"{src.type} {src.format} at {src.path}"
-                  + (f", {src.max_files_per_epoch} files/epoch" if src.max_files_per_epoch else ""))  # fmt: skip
+    table.add_row(
+        "source",
+        f"{src.type} {src.format} at {src.path}"
+        + (f", {src.max_files_per_epoch} files/epoch" if src.max_files_per_epoch else ""),
+    )
     table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in src.schema))
     et = spec.event_time
-    table.add_row("event time", f"{et.column}, out-of-orderness "
-                  f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
-                  f"{format_duration(et.allowed_lateness_us) or '0s'}")  # fmt: skip
-    table.add_row("window", f"{spec.window.type} {format_duration(spec.window.size_us)}"
-                  f" by {', '.join(spec.key_by) or '(no key)'}, emit {spec.emit}")  # fmt: skip
+    table.add_row(
+        "event time",
+        f"{et.column}, out-of-orderness "
+        f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
+        f"{format_duration(et.allowed_lateness_us) or '0s'}",
+    )
+    table.add_row(
+        "window",
+        f"{spec.window.type} {format_duration(spec.window.size_us)}"
+        f" by {', '.join(spec.key_by) or '(no key)'}, emit {spec.emit}",
+    )
     table.add_row("aggregates", ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates))
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
         table.add_row(f"sink {sink.name}", f"{sink.type} {sink.format} at {sink.path}")
-    table.add_row("checkpoints", f"{spec.checkpoint.storage} every "
-                  f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}")  # fmt: skip
+    table.add_row(
+        "checkpoints",
+        f"{spec.checkpoint.storage} every "
+        f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}",
+    )
     return table
 
 
-def run_with_progress(rt: Runtime, spark: SparkSession, console: Console, *,
-                      max_epochs: int | None = None, max_files: int | None = None,
-                      quiet: bool = False) -> list[EpochOutcome]:  # fmt: skip
+def run_with_progress(
+    rt: Runtime,
+    spark: SparkSession,
+    console: Console,
+    *,
+    max_epochs: int | None = None,
+    max_files: int | None = None,
+    quiet: bool = False,
+) -> list[EpochOutcome]:
     """Run epochs until drained, with a progress bar over the input files."""
     from sluice.protocol import run_until_drained
 
     pending = _pending_units(rt)
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("files"), TimeElapsedColumn(), TextColumn("{task.fields[last]}"))  # fmt: skip
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+    )
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
         def on_epoch(outcome: EpochOutcome) -> None:
             stats = outcome.checkpoint.result.stats
-            progress.update(task, advance=stats.input_units, last=(
-                f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
-                f"{stats.windows_emitted} windows out, {stats.late} late, {stats.dead} dead"))  # fmt: skip
+            progress.update(
+                task,
+                advance=stats.input_units,
+                last=(
+                    f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
+                    f"{stats.windows_emitted} windows out, {stats.late} late, {stats.dead} dead"
+                ),
+            )
 
-        return run_until_drained(rt, spark, max_epochs=max_epochs, max_units=max_files,
-                                 on_epoch=on_epoch)  # fmt: skip
+        return run_until_drained(
+            rt, spark, max_epochs=max_epochs, max_units=max_files, on_epoch=on_epoch
+        )
 
 
 def _pending_units(rt: Runtime) -> int | None:
@@ -91,14 +121,18 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
     marker = rt.repo.sinks_committed(epoch) if "sinks-committed.json" in names else None
     row: dict[str, Any] = {"epoch": epoch, "status": "planned"}
     if plan:
-        row.update(start=_offset(rt, plan.start_offset), end=_offset(rt, plan.end_offset),
-                   plan_seconds=plan.plan_seconds)  # fmt: skip
+        row.update(
+            start=_offset(rt, plan.start_offset),
+            end=_offset(rt, plan.end_offset),
+            plan_seconds=plan.plan_seconds,
+        )
     if checkpoint is None:
         statuses = {a.status for a in rt.repo.attempts(epoch)}
         for status in (AttemptStatus.PREPARED, AttemptStatus.STARTED, AttemptStatus.FAILED):
             if status in statuses:
                 row["status"] = {"prepared": "prepared", "started": "processing"}.get(
-                    status.value, "failed")
+                    status.value, "failed"
+                )
                 break
         return row
     result = checkpoint.result
@@ -118,18 +152,43 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
 
 def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
     table = Table(title=f"checkpoints of {rt.name}")
-    headers = ("epoch", "status", "offsets (end)", "files", "read", "accepted", "late", "dead",
-               "windows out", "open", "watermark", "plan s", "process s", "commit s")  # fmt: skip
+    headers = (
+        "epoch",
+        "status",
+        "offsets (end)",
+        "files",
+        "read",
+        "accepted",
+        "late",
+        "dead",
+        "windows out",
+        "open",
+        "watermark",
+        "plan s",
+        "process s",
+        "commit s",
+    )
     for header in headers:
-        table.add_column(header, justify="left" if header in ("status", "offsets (end)") else "right")
+        left = header in ("status", "offsets (end)")
+        table.add_column(header, justify="left" if left else "right", no_wrap=True)
     for r in rows:
         ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
         table.add_row(
-            str(r["epoch"]), r["status"] + ok, r.get("end", ""), _s(r, "input_units"),
-            _s(r, "records_read"), _s(r, "accepted"), _s(r, "late"), _s(r, "dead"),
-            _s(r, "windows_emitted"), _s(r, "windows_open"), r.get("watermark") or "",
-            _f(r, "plan_seconds"), _f(r, "process_seconds"), _f(r, "commit_seconds"),
-        )  # fmt: skip
+            str(r["epoch"]),
+            r["status"] + ok,
+            r.get("end", ""),
+            _s(r, "input_units"),
+            _s(r, "records_read"),
+            _s(r, "accepted"),
+            _s(r, "late"),
+            _s(r, "dead"),
+            _s(r, "windows_emitted"),
+            _s(r, "windows_open"),
+            r.get("watermark") or "",
+            _f(r, "plan_seconds"),
+            _f(r, "process_seconds"),
+            _f(r, "commit_seconds"),
+        )
     return table
 
 
@@ -148,11 +207,17 @@ def _offset(rt: Runtime, data: dict[str, Any]) -> str:
 def _iso(us: int | None) -> str | None:
     if us is None:
         return None
-    return datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(us / 1e6, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def run_demo(spec_path: str, console: Console, *, keep: bool,
-             spark_factory: Callable[[Any], Any], runtime_factory: Callable[[str], Any]) -> int:  # fmt: skip
+def run_demo(
+    spec_path: str,
+    console: Console,
+    *,
+    keep: bool,
+    spark_factory: Callable[[Any], Any],
+    runtime_factory: Callable[[str], Any],
+) -> int:
     """Generate demo clicks, run the demo pipeline to the end, show results and history."""
     from sluice.demo import demo_stats, write_click_files
 
@@ -161,8 +226,10 @@ def run_demo(spec_path: str, console: Console, *, keep: bool,
         shutil.rmtree(data)
     files = write_click_files(data / "in")
     stats = demo_stats()
-    console.print(f"[bold]demo input:[/] {len(files)} files, {stats.records} records "
-                  f"({stats.late} late, {stats.dead_letters} malformed) in {data / 'in'}")  # fmt: skip
+    console.print(
+        f"[bold]demo input:[/] {len(files)} files, {stats.records} records "
+        f"({stats.late} late, {stats.dead_letters} malformed) in {data / 'in'}"
+    )
     rt = runtime_factory(spec_path)
     outcomes = run_with_progress(rt, spark_factory(rt), console)
     console.print(_results_table(rt))
@@ -184,9 +251,11 @@ def _results_table(rt: Runtime, limit: int = 15) -> Table:
     import pyarrow.dataset as ds
 
     sink = rt.spec.sinks[0]
-    path = sink.path[len("file://"):] if sink.path.startswith("file://") else sink.path
+    path = sink.path[len("file://") :] if sink.path.startswith("file://") else sink.path
     rows = ds.dataset(path, format="parquet").to_table().to_pylist() if Path(path).exists() else []
-    rows.sort(key=lambda r: (r["window_start"], str(r.get(rt.spec.key_by[0]) if rt.spec.key_by else "")))
+    rows.sort(
+        key=lambda r: (r["window_start"], str(r.get(rt.spec.key_by[0]) if rt.spec.key_by else ""))
+    )
     table = Table(title=f"{sink.name}: {len(rows)} closed windows (first {min(limit, len(rows))})")
     columns = list(rows[0]) if rows else []
     for column in columns:

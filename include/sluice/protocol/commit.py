@@ -63,9 +63,10 @@ def _choose_attempt(rt: Runtime, epoch: int, attempt: str | None) -> AttemptReco
             raise NoPreparedAttempt(rt.name, epoch)
         return record
     prepared = [
-        r for r in rt.repo.attempts(epoch)
+        r
+        for r in rt.repo.attempts(epoch)
         if r.status == AttemptStatus.PREPARED and r.result is not None
-    ]  # fmt: skip
+    ]
     if not prepared:
         raise NoPreparedAttempt(rt.name, epoch)
     return min(prepared, key=lambda r: (r.updated_at, r.attempt))

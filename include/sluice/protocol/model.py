@@ -231,5 +231,9 @@ class SinksCommitted:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SinksCommitted:
-        return cls(int(data["epoch"]), data["attempt"], float(data["committed_at"]),
-                   float(data["commit_seconds"]))  # fmt: skip
+        return cls(
+            int(data["epoch"]),
+            data["attempt"],
+            float(data["committed_at"]),
+            float(data["commit_seconds"]),
+        )

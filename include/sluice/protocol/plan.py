@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sluice.protocol.exceptions import SpecChanged
 from sluice.protocol.model import Checkpoint, Plan, StateRef
 from sluice.protocol.recovery import recover
@@ -43,11 +45,10 @@ def plan_epoch(rt: Runtime, *, max_units: int | None = None) -> Plan | None:
     return plan
 
 
-def _new_plan(rt: Runtime, latest: Checkpoint | None, epoch: int, max_units: int | None,
-              started: float) -> Plan | None:  # fmt: skip
-    start = (
-        rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
-    )
+def _new_plan(
+    rt: Runtime, latest: Checkpoint | None, epoch: int, max_units: int | None, started: float
+) -> Plan | None:
+    start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
     rng = rt.source.plan_range(start, max_units)
     if rng is None:
         return None
@@ -68,7 +69,7 @@ def _new_plan(rt: Runtime, latest: Checkpoint | None, epoch: int, max_units: int
     )
 
 
-def _check_shape(rt: Runtime, stored: dict, epoch: int) -> None:  # type: ignore[type-arg]
+def _check_shape(rt: Runtime, stored: dict[str, Any], epoch: int) -> None:
     current = rt.spec.state_shape()
     differences = [
         f"{field}: stored {stored.get(field)!r}, spec now {current.get(field)!r}"

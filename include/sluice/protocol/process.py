@@ -50,8 +50,9 @@ def process_epoch(rt: Runtime, spark: SparkSession, epoch: int | None = None) ->
     if plan is None:
         raise NoPlan(rt.name, epoch)
     now = rt.clock()
-    record = AttemptRecord(rt.name, epoch, rt.new_attempt_id(), AttemptStatus.STARTED, now, now,
-                           rt.run_id)  # fmt: skip
+    record = AttemptRecord(
+        rt.name, epoch, rt.new_attempt_id(), AttemptStatus.STARTED, now, now, rt.run_id
+    )
     rt.repo.start_attempt(record)
     rt.faults.hit("process.after_start", epoch)
     try:
@@ -73,9 +74,14 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
     rng = rt.source.decode_range(plan.source_range)
     records = rt.source.read(spark, rng)
     frames = compute_epoch(
-        spark, records, rt.spec, plan.watermark, read_state(spark, rt, plan.state),
-        epoch=plan.epoch, source_uri=rt.source.location,
-    )  # fmt: skip
+        spark,
+        records,
+        rt.spec,
+        plan.watermark,
+        read_state(spark, rt, plan.state),
+        epoch=plan.epoch,
+        source_uri=rt.source.location,
+    )
     try:
         emitted, still_open = _window_counts(frames)
         state = _write_state(rt, frames, still_open, plan.epoch, attempt)
@@ -85,8 +91,15 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
     finally:
         frames.release()
     counts = frames.counts
-    stats = EpochStats(counts.records_read, counts.accepted, counts.late, counts.dead,
-                       emitted, still_open, rng.units)  # fmt: skip
+    stats = EpochStats(
+        counts.records_read,
+        counts.accepted,
+        counts.late,
+        counts.dead,
+        emitted,
+        still_open,
+        rng.units,
+    )
     return EpochResult(
         stats=stats,
         watermark=frames.watermark,
@@ -103,8 +116,7 @@ def _window_counts(frames: EpochFrames) -> tuple[int, int]:
     return by_flag.get(True, 0), by_flag.get(False, 0)
 
 
-def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int,
-                 attempt: str) -> StateRef:  # fmt: skip
+def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int, attempt: str) -> StateRef:
     if rows == 0:
         return StateRef()
     uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
@@ -112,8 +124,9 @@ def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int,
     return StateRef(uri, rows)
 
 
-def _prepare_sinks(rt: Runtime, frames: EpochFrames, emitted: int, epoch: int,
-                   attempt: str) -> tuple[Prepared, ...]:  # fmt: skip
+def _prepare_sinks(
+    rt: Runtime, frames: EpochFrames, emitted: int, epoch: int, attempt: str
+) -> tuple[Prepared, ...]:
     outputs: dict[str, tuple[DataFrame, int]] = {
         "results": (emitted_rows(frames.merged, rt.spec), emitted),
         "late": (frames.late, frames.counts.late),
@@ -139,5 +152,7 @@ def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | N
     if ref.uri is None or ref.rows == 0:
         return None
     frame = spark.read.schema(state_ddl(rt)).parquet(to_spark_uri(ref.uri))
-    return frame.select(*[F.col(f"`{c}`") for c in [*window_keys(rt.spec)]],
-                        *[F.col(f"`{n}`") for n, _ in partial_schema(rt.spec)])  # fmt: skip
+    return frame.select(
+        *[F.col(f"`{c}`") for c in [*window_keys(rt.spec)]],
+        *[F.col(f"`{n}`") for n, _ in partial_schema(rt.spec)],
+    )

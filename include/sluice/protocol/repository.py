@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sluice.protocol import layout
 from sluice.protocol.model import AttemptRecord, Checkpoint, Plan, SinksCommitted
 from sluice.storage import ObjectNotFound, ObjectStore
@@ -23,8 +25,9 @@ class Repository:
         return Plan.from_dict(body) if body is not None else None
 
     def put_plan_if_absent(self, plan: Plan) -> None:
-        write_manifest(self.store, layout.plan_key(plan.epoch), "plan", plan.to_dict(),
-                       if_absent=True)  # fmt: skip
+        write_manifest(
+            self.store, layout.plan_key(plan.epoch), "plan", plan.to_dict(), if_absent=True
+        )
 
     # -- attempts --------------------------------------------------------------------------
 
@@ -38,13 +41,23 @@ class Repository:
         return [AttemptRecord.from_dict(b) for b in found if b is not None]
 
     def start_attempt(self, record: AttemptRecord) -> None:
-        write_manifest(self.store, layout.attempt_key(record.epoch, record.attempt), "attempt",
-                       record.to_dict(), if_absent=True)  # fmt: skip
+        write_manifest(
+            self.store,
+            layout.attempt_key(record.epoch, record.attempt),
+            "attempt",
+            record.to_dict(),
+            if_absent=True,
+        )
 
     def update_attempt(self, record: AttemptRecord) -> None:
         """An attempt's record belongs to that attempt alone, so a plain put is safe."""
-        write_manifest(self.store, layout.attempt_key(record.epoch, record.attempt), "attempt",
-                       record.to_dict(), if_absent=False)  # fmt: skip
+        write_manifest(
+            self.store,
+            layout.attempt_key(record.epoch, record.attempt),
+            "attempt",
+            record.to_dict(),
+            if_absent=False,
+        )
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -54,8 +67,13 @@ class Repository:
 
     def put_checkpoint_if_absent(self, checkpoint: Checkpoint) -> None:
         """The commit point: raises ObjectAlreadyExists when another attempt won."""
-        write_manifest(self.store, layout.checkpoint_key(checkpoint.epoch), "checkpoint",
-                       checkpoint.to_dict(), if_absent=True)  # fmt: skip
+        write_manifest(
+            self.store,
+            layout.checkpoint_key(checkpoint.epoch),
+            "checkpoint",
+            checkpoint.to_dict(),
+            if_absent=True,
+        )
 
     def sinks_committed(self, epoch: int) -> SinksCommitted | None:
         body = self._read(layout.sinks_committed_key(epoch), "sinks-committed")
@@ -95,7 +113,7 @@ class Repository:
                 seen.update(plan.source_range.get("files", []))
         return seen
 
-    def _read(self, key: str, kind: str) -> dict | None:  # type: ignore[type-arg]
+    def _read(self, key: str, kind: str) -> dict[str, Any] | None:
         try:
             return read_manifest(self.store, key, kind)
         except ObjectNotFound:

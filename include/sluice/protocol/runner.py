@@ -28,7 +28,9 @@ class EpochOutcome:
         return self.checkpoint.attempt == self.attempt
 
 
-def run_epoch(rt: Runtime, spark: SparkSession, *, max_units: int | None = None) -> EpochOutcome | None:
+def run_epoch(
+    rt: Runtime, spark: SparkSession, *, max_units: int | None = None
+) -> EpochOutcome | None:
     """plan -> process -> commit for the next epoch; None when there is nothing to read."""
     plan = plan_epoch(rt, max_units=max_units)
     if plan is None:

@@ -7,7 +7,7 @@ reads the wall clock, a random source or the environment on its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
@@ -35,7 +35,7 @@ class Runtime:
     sinks: tuple[SinkRole, ...]
     clock: Callable[[], float]
     new_attempt_id: Callable[[], str]
-    faults: Faults = Faults()
+    faults: Faults = field(default_factory=Faults)
     run_id: str | None = None
 
     @property
@@ -67,8 +67,9 @@ class Runtime:
         roles = [SinkRole(_files_sink(s, spec), "results") for s in spec.sinks]
         roles.append(SinkRole(_files_sink(spec.late_records, spec), "late"))
         roles.append(SinkRole(_files_sink(spec.dead_letters, spec), "dead"))
-        return cls(spec, repo, source, tuple(roles), clock, new_attempt_id,
-                   faults or Faults(), run_id)  # fmt: skip
+        return cls(
+            spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
+        )
 
 
 def _files_sink(sink: SinkSpec, spec: PipelineSpec) -> FilesSink:

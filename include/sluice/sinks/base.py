@@ -58,8 +58,9 @@ class Prepared:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Prepared:
         files = tuple(StagedFile.from_dict(f) for f in data["files"])
-        return cls(data["sink"], data["uri"], int(data["epoch"]), data["attempt"],
-                   int(data["rows"]), files)  # fmt: skip
+        return cls(
+            data["sink"], data["uri"], int(data["epoch"]), data["attempt"], int(data["rows"]), files
+        )
 
 
 class Sink(ABC):

@@ -45,9 +45,10 @@ class FilesSink(Sink):
         self._write(df.coalesce(max(1, -(-rows // ROWS_PER_FILE))), prefix)
         staged_ext, final_ext = _EXTENSIONS[self.spec.format]
         staged = [
-            i for i in self.store.list(prefix)
+            i
+            for i in self.store.list(prefix)
             if i.key.endswith(staged_ext) and not i.key.rsplit("/", 1)[-1].startswith(("_", "."))
-        ]  # fmt: skip
+        ]
         files = tuple(
             StagedFile(i.key, f"part-{epoch:012d}-{n:05d}{final_ext}", i.size)
             for n, i in enumerate(staged)
@@ -76,9 +77,10 @@ class FilesSink(Sink):
         """Delete staged output of every attempt of ``epoch`` except ``keep``."""
         mine = self.staging_prefix(epoch, keep) if keep else None
         doomed = [
-            i.key for i in self.store.list(f"{STAGING}/{epoch:012d}-")
+            i.key
+            for i in self.store.list(f"{STAGING}/{epoch:012d}-")
             if mine is None or not i.key.startswith(mine)
-        ]  # fmt: skip
+        ]
         for key in doomed:
             self.store.delete(key)
         return len(doomed)

@@ -62,7 +62,7 @@ class FilesOffset(Offset):
         return cls(data["after_key"], int(data["files_consumed"]), data["consumed_digest"])
 
     def describe(self) -> str:
-        return f"after {self.after_key} ({self.files_consumed} files)" if self.after_key else "-"
+        return f"{self.after_key} (#{self.files_consumed})" if self.after_key else "-"
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class FilesSource(Source):
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         path = jvm.org.apache.hadoop.fs.Path(to_spark_uri(self.store.uri(key)))
-        conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
         uri = str(path.getFileSystem(conf).makeQualified(path).toUri().toString())
         # Spark reports local files without the empty authority: file:/abs, not file:///abs.
         return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri

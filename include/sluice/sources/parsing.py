@@ -23,15 +23,22 @@ Index = list[tuple[str, str, int]]  # (path as Spark reports it, file key, posit
 Schema = tuple[tuple[str, str], ...]
 
 SPARK_TYPES = {
-    "string": "string", "int": "int", "long": "bigint", "double": "double",
-    "float": "float", "boolean": "boolean", "timestamp": "timestamp", "date": "date",
-}  # fmt: skip
+    "string": "string",
+    "int": "int",
+    "long": "bigint",
+    "double": "double",
+    "float": "float",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "date": "date",
+}
 _TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 _CORRUPT = "_corrupt"
 
 
-def parse_json_lines(spark: SparkSession, index: Index, schema: Schema,
-                     required: tuple[str, ...]) -> DataFrame:  # fmt: skip
+def parse_json_lines(
+    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
+) -> DataFrame:
     """JSON lines: one object per line; blank lines are not records."""
     text_schema = _text_schema(schema)
     parsed = F.from_json(
@@ -42,23 +49,23 @@ def parse_json_lines(spark: SparkSession, index: Index, schema: Schema,
     return _typed(lines, schema, required, malformed, "not a JSON object")
 
 
-def parse_csv_lines(spark: SparkSession, index: Index, schema: Schema,
-                    required: tuple[str, ...], header: bool) -> DataFrame:  # fmt: skip
+def parse_csv_lines(
+    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...], header: bool
+) -> DataFrame:
     """CSV, one record per line, columns in schema order; optional header line per file."""
     ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
     lines = _lines(spark, index)
     if header:
         lines = lines.filter(F.col("_line") > 1)
-    parsed = F.from_csv(
-        "_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
-    )
+    parsed = F.from_csv("_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     lines = lines.withColumn("_j", parsed)
     malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
     return _typed(lines, schema, required, malformed, f"expected {len(schema)} CSV fields")
 
 
-def parse_parquet(spark: SparkSession, index: Index, schema: Schema,
-                  required: tuple[str, ...]) -> DataFrame:  # fmt: skip
+def parse_parquet(
+    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
+) -> DataFrame:
     """Parquet rows; position = row index inside the file. Columns are cast by name."""
     frame = spark.read.option("mergeSchema", "true").parquet(*[p for p, _, _ in index])
     present = set(frame.columns)
@@ -102,8 +109,13 @@ def _lines(spark: SparkSession, index: Index) -> DataFrame:
     return lines.filter(F.col("_raw").rlike(r"\S"))
 
 
-def _typed(frame: DataFrame, schema: Schema, required: tuple[str, ...], malformed: Column,
-           malformed_reason: str) -> DataFrame:  # fmt: skip
+def _typed(
+    frame: DataFrame,
+    schema: Schema,
+    required: tuple[str, ...],
+    malformed: Column,
+    malformed_reason: str,
+) -> DataFrame:
     """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
     typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
     checks = [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]

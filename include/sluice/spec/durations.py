@@ -27,6 +27,8 @@ def parse_duration_us(value: object) -> int:
 
 def format_duration(us: int) -> str:
     """The shortest exact rendering: 60_000_000 -> '1m'."""
+    if us == 0:
+        return "0s"
     for unit in ("d", "h", "m", "s", "ms"):
         size = _UNITS_US[unit]
         if us and us % size == 0:

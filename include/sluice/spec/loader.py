@@ -36,9 +36,21 @@ NAME_RE = re.compile(r"^[a-z0-9_]+$")
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _AGG_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
 _TOP = {
-    "name", "source", "event_time", "key_by", "window", "aggregates", "emit", "sinks",
-    "late_records", "dead_letters", "checkpoint", "qos", "s3", "description",
-}  # fmt: skip
+    "name",
+    "source",
+    "event_time",
+    "key_by",
+    "window",
+    "aggregates",
+    "emit",
+    "sinks",
+    "late_records",
+    "dead_letters",
+    "checkpoint",
+    "qos",
+    "s3",
+    "description",
+}
 _SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header"}
 _EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness"}
 _WINDOW = {"type", "size"}
@@ -85,8 +97,11 @@ def _interpolate(value: Any, where: str, checker: _Checker) -> Any:
             return os.environ[name]
         if default is not None:
             return default
-        checker.add(where, f"environment variable {name} is not set",
-                    f"export {name}=... or write ${{{name}:-default}}")  # fmt: skip
+        checker.add(
+            where,
+            f"environment variable {name} is not set",
+            f"export {name}=... or write ${{{name}:-default}}",
+        )
         return ""
 
     return _ENV_RE.sub(substitute, value)
@@ -124,8 +139,14 @@ class _Checker:
             self.add(f"{field}.{key}".lstrip("."), "is required", "add it (see README 'Spec')")
         return data.get(key)
 
-    def string(self, data: dict[str, Any], key: str, field: str, choices: tuple[str, ...] = (),
-               default: str | None = None) -> str | None:  # fmt: skip
+    def string(
+        self,
+        data: dict[str, Any],
+        key: str,
+        field: str,
+        choices: tuple[str, ...] = (),
+        default: str | None = None,
+    ) -> str | None:
         value = data.get(key, default)
         where = f"{field}.{key}".lstrip(".")
         if value is None:
@@ -136,8 +157,14 @@ class _Checker:
             return None
         return value
 
-    def duration(self, data: dict[str, Any], key: str, field: str, default: Any = None,
-                 positive: bool = False) -> int:  # fmt: skip
+    def duration(
+        self,
+        data: dict[str, Any],
+        key: str,
+        field: str,
+        default: Any = None,
+        positive: bool = False,
+    ) -> int:
         value = data.get(key, default)
         where = f"{field}.{key}".lstrip(".")
         if value is None:
@@ -152,8 +179,9 @@ class _Checker:
             self.add(where, "must be greater than zero", "write a duration like 1m")
         return us
 
-    def positive_int(self, data: dict[str, Any], key: str, field: str,
-                     default: int | None) -> int | None:  # fmt: skip
+    def positive_int(
+        self, data: dict[str, Any], key: str, field: str, default: int | None
+    ) -> int | None:
         value = data.get(key, default)
         if value is None:
             return None
@@ -168,7 +196,9 @@ class _Checker:
         top = self.mapping(data, "", _TOP) if data is not None else None
         if top is None:
             if data is None:
-                self.add("(file)", "is empty", "start from include/pipelines/clicks_per_minute.yaml")
+                self.add(
+                    "(file)", "is empty", "start from include/pipelines/clicks_per_minute.yaml"
+                )
             return None
         name = self.name(top.get("name"))
         source = self.source(top.get("source"))
@@ -189,15 +219,28 @@ class _Checker:
             return None
         assert name and source and event_time and window and checkpoint and late and dead
         return PipelineSpec(
-            name=name, source=source, event_time=event_time, key_by=key_by, window=window,
-            aggregates=aggregates, sinks=sinks, late_records=late, dead_letters=dead,
-            checkpoint=checkpoint, qos=qos, s3=s3, origin=self.origin,
-        )  # fmt: skip
+            name=name,
+            source=source,
+            event_time=event_time,
+            key_by=key_by,
+            window=window,
+            aggregates=aggregates,
+            sinks=sinks,
+            late_records=late,
+            dead_letters=dead,
+            checkpoint=checkpoint,
+            qos=qos,
+            s3=s3,
+            origin=self.origin,
+        )
 
     def name(self, value: Any) -> str | None:
         if not isinstance(value, str) or not NAME_RE.match(value):
-            self.add("name", f"{value!r} is not a valid pipeline name",
-                     "use lower-case letters, digits and '_' only, e.g. clicks_per_minute")  # fmt: skip
+            self.add(
+                "name",
+                f"{value!r} is not a valid pipeline name",
+                "use lower-case letters, digits and '_' only, e.g. clicks_per_minute",
+            )
             return None
         return value
 
@@ -221,17 +264,26 @@ class _Checker:
 
     def schema(self, value: Any) -> tuple[tuple[str, str], ...] | None:
         if not isinstance(value, dict) or not value:
-            self.add("source.schema", "must map each column to a type",
-                     f"e.g. {{user: string, ts: timestamp}}; types: {list(SCHEMA_TYPES)}")  # fmt: skip
+            self.add(
+                "source.schema",
+                "must map each column to a type",
+                f"e.g. {{user: string, ts: timestamp}}; types: {list(SCHEMA_TYPES)}",
+            )
             return None
         columns: list[tuple[str, str]] = []
         for column, kind in value.items():
             if not isinstance(column, str) or column.startswith("_"):
-                self.add(f"source.schema.{column}", "column names must not start with '_'",
-                         "rename the column; names starting with '_' are Sluice's")  # fmt: skip
+                self.add(
+                    f"source.schema.{column}",
+                    "column names must not start with '_'",
+                    "rename the column; names starting with '_' are Sluice's",
+                )
             if kind not in SCHEMA_TYPES:
-                self.add(f"source.schema.{column}", f"unknown type {kind!r}",
-                         f"use one of {list(SCHEMA_TYPES)}")  # fmt: skip
+                self.add(
+                    f"source.schema.{column}",
+                    f"unknown type {kind!r}",
+                    f"use one of {list(SCHEMA_TYPES)}",
+                )
             columns.append((str(column), str(kind)))
         return tuple(columns)
 
@@ -243,8 +295,11 @@ class _Checker:
             return None
         column = self.string(data, "column", "event_time")
         if column and schema and schema.get(column) != "timestamp":
-            self.add("event_time.column", f"{column!r} is not a timestamp column of the schema",
-                     "name a schema column of type timestamp")  # fmt: skip
+            self.add(
+                "event_time.column",
+                f"{column!r} is not a timestamp column of the schema",
+                "name a schema column of type timestamp",
+            )
         bound = self.duration(data, "max_out_of_orderness", "event_time", default="0s")
         lateness = self.duration(data, "allowed_lateness", "event_time", default="0s")
         return EventTimeSpec(column, bound, lateness) if column else None
@@ -275,8 +330,11 @@ class _Checker:
 
     def aggregates(self, value: Any, schema: dict[str, str]) -> tuple[AggregateSpec, ...]:
         if not isinstance(value, dict) or not value:
-            self.add("aggregates", "must map output names to expressions",
-                     "e.g. {clicks: count(*), total: sum(amount)}")  # fmt: skip
+            self.add(
+                "aggregates",
+                "must map output names to expressions",
+                "e.g. {clicks: count(*), total: sum(amount)}",
+            )
             return ()
         result = []
         for name, expression in value.items():
@@ -291,8 +349,11 @@ class _Checker:
             self.add(where, "is not a valid column name", "use letters, digits and '_'")
         match = _AGG_RE.match(str(expression))
         if not match or match.group(1) not in AGGREGATE_FUNCTIONS:
-            self.add(where, f"{expression!r} is not a supported aggregate",
-                     f"write func(column) with func in {list(AGGREGATE_FUNCTIONS)}, or count(*)")  # fmt: skip
+            self.add(
+                where,
+                f"{expression!r} is not a supported aggregate",
+                f"write func(column) with func in {list(AGGREGATE_FUNCTIONS)}, or count(*)",
+            )
             return None
         func, column = match.group(1), match.group(2)
         if column == "*":
@@ -302,8 +363,11 @@ class _Checker:
         if schema and column not in schema:
             self.add(where, f"{column!r} is not a schema column", f"use one of {list(schema)}")
         elif func in ("sum", "avg") and schema and schema[column] not in NUMERIC_TYPES:
-            self.add(where, f"{func} needs a numeric column; {column!r} is {schema[column]}",
-                     f"use a column of type {list(NUMERIC_TYPES)}")  # fmt: skip
+            self.add(
+                where,
+                f"{func} needs a numeric column; {column!r} is {schema[column]}",
+                f"use a column of type {list(NUMERIC_TYPES)}",
+            )
         elif func in ("min", "max") and schema and schema[column] == "boolean":
             self.add(where, f"{func} of a boolean column is not supported", "use count")
         if name in schema or name in ("window_start", "window_end"):
@@ -327,8 +391,11 @@ class _Checker:
 
     def sinks(self, value: Any) -> tuple[SinkSpec, ...]:
         if not isinstance(value, list) or not value:
-            self.add("sinks", "must list at least one sink",
-                     "e.g. [{name: out, type: files, path: data/out, format: parquet}]")  # fmt: skip
+            self.add(
+                "sinks",
+                "must list at least one sink",
+                "e.g. [{name: out, type: files, path: data/out, format: parquet}]",
+            )
             return ()
         sinks = [self.sink(v, f"sinks[{i}]", None) for i, v in enumerate(value)]
         result = tuple(s for s in sinks if s)
@@ -337,8 +404,9 @@ class _Checker:
             self.add("sinks", f"sink name {dup!r} is used twice", "give every sink its own name")
         return result
 
-    def side_sink(self, value: Any, field: str, name: str | None,
-                  checkpoint: CheckpointSpec | None) -> SinkSpec | None:  # fmt: skip
+    def side_sink(
+        self, value: Any, field: str, name: str | None, checkpoint: CheckpointSpec | None
+    ) -> SinkSpec | None:
         if value is not None:
             return self.sink(value, field, field)
         if checkpoint is None or name is None:
@@ -364,8 +432,11 @@ class _Checker:
             self.add("qos", f"{value!r} is not a qos level", "use 0, 1 or 2")
             return 2
         if value != 2:
-            self.add("qos", f"qos {value} is not available yet (only exactly-once, 2)",
-                     "use qos: 2; at-most-once and at-least-once are planned (issue #5)")  # fmt: skip
+            self.add(
+                "qos",
+                f"qos {value} is not available yet (only exactly-once, 2)",
+                "use qos: 2; at-most-once and at-least-once are planned (issue #5)",
+            )
         return int(value)
 
     def s3(self, value: Any) -> S3Options | None:
@@ -376,17 +447,25 @@ class _Checker:
             return None
         return S3Options(endpoint_url=data.get("endpoint_url"), region=data.get("region"))
 
-    def paths_apart(self, source: SourceSpec | None, sinks: tuple[SinkSpec, ...],
-                    late: SinkSpec | None, dead: SinkSpec | None,
-                    checkpoint: CheckpointSpec | None) -> None:  # fmt: skip
+    def paths_apart(
+        self,
+        source: SourceSpec | None,
+        sinks: tuple[SinkSpec, ...],
+        late: SinkSpec | None,
+        dead: SinkSpec | None,
+        checkpoint: CheckpointSpec | None,
+    ) -> None:
         """Outputs must not land inside the input, or a later epoch would read them back."""
         if source is None:
             return
         src = _norm(source.path)
         for sink in (*sinks, late, dead):
             if sink and (_norm(sink.path) == src or _norm(sink.path).startswith(src + "/")):
-                self.add(f"sinks.{sink.name}.path", f"{sink.path!r} is inside the source path",
-                         "write outputs outside source.path")  # fmt: skip
+                self.add(
+                    f"sinks.{sink.name}.path",
+                    f"{sink.path!r} is inside the source path",
+                    "write outputs outside source.path",
+                )
         if checkpoint and _norm(checkpoint.storage).startswith(src + "/"):
             self.add("checkpoint.storage", "is inside the source path", "move it elsewhere")
 

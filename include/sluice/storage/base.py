@@ -1,6 +1,10 @@
 """The object-store interface every checkpoint backend implements.
 
-Keys are '/'-separated paths relative to the store's root URI (no leading '/').
+Keys are '/'-separated paths relative to the store's root URI (no leading '/'). Every segment
+is non-empty and does not start with '.' (which also rules out '.' and '..'; hidden names are
+reserved for a backend's temporary files); backslashes and NUL are refused. A bad key or
+prefix raises :class:`InvalidKey` naming it, so no key can escape the root. A key should not
+also be a prefix of other keys ("a" next to "a/b"): a directory-backed store cannot hold both.
 
 Contract (the engine's exactly-once argument rests on it):
 
@@ -22,7 +26,29 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-__all__ = ["ObjectInfo", "ObjectStore"]
+from sluice.storage.exceptions import InvalidKey
+
+__all__ = ["ObjectInfo", "ObjectStore", "key_problem"]
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid object key, or None if it is (see the module docstring)."""
+    if not key:
+        return "empty key"
+    if "\\" in key:
+        return "backslash in key (keys are '/'-separated)"
+    if "\x00" in key:
+        return "NUL character in key"
+    if key.startswith("/"):
+        return "absolute key (keys are relative to the store root)"
+    for segment in key.split("/"):
+        if not segment:
+            return "empty path segment ('//' or a trailing '/')"
+        if segment == "..":
+            return "'..' segment would escape the store root"
+        if segment.startswith("."):
+            return f"segment {segment!r} starts with '.' (reserved for temporary files)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -72,3 +98,18 @@ class ObjectStore(ABC):
     @abstractmethod
     def child(self, prefix: str) -> ObjectStore:
         """A store rooted at ``prefix`` under this one (same backend, same credentials)."""
+
+    def _check_key(self, key: str) -> str:
+        """``key`` if valid, else :class:`InvalidKey` naming it and this store."""
+        problem = key_problem(key)
+        if problem is not None:
+            raise InvalidKey(self.root_uri, key, problem)
+        return key
+
+    def _check_prefix(self, prefix: str) -> str:
+        """``prefix`` if it is '' or a valid key, optionally with one trailing '/'."""
+        if prefix:
+            problem = key_problem(prefix.removesuffix("/"))
+            if problem is not None:
+                raise InvalidKey(self.root_uri, prefix, problem)
+        return prefix

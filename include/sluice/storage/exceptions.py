@@ -6,6 +6,8 @@ from sluice.exceptions import SluiceError
 
 __all__ = [
     "CorruptObject",
+    "InvalidKey",
+    "InvalidStoreUri",
     "ObjectAlreadyExists",
     "ObjectNotFound",
     "StorageError",
@@ -39,4 +41,21 @@ class CorruptObject(StorageError):
 
     def __init__(self, uri: str, reason: str) -> None:
         super().__init__(uri, f"corrupt manifest: {reason}")
+        self.reason = reason
+
+
+class InvalidKey(StorageError):
+    """A key or prefix that could escape the store's root or is not portable across backends."""
+
+    def __init__(self, uri: str, key: str, reason: str) -> None:
+        super().__init__(uri, f"invalid key {key!r}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class InvalidStoreUri(StorageError):
+    """A storage URI that :func:`sluice.storage.open_store` cannot open."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        super().__init__(uri, f"unusable storage URI: {reason}")
         self.reason = reason

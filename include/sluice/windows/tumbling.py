@@ -133,7 +133,9 @@ def _classify(
 
 
 def _counts(classified: DataFrame) -> EpochCounts:
-    by_class = {r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()}
+    by_class = {
+        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
+    }
     accepted, late, dead = (by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD))
     return EpochCounts(accepted + late + dead, accepted, late, dead)
 
