@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yaml
-
 from sluice.demo import render_click_files
 from sluice.protocol import plan_epoch, process_epoch, run_until_drained
 from sluice.protocol.layout import checkpoint_key, plan_key
-from sluice.storage import CorruptObject
-from tests.fixtures.pipelines import click_spec_dict, runtime
 from sluice.spec import parse_spec
+from sluice.storage import CorruptObject
+
+from tests.fixtures.pipelines import click_spec_dict, runtime
 
 FILES = render_click_files(files=6, events_per_file=60, seed=9)
 

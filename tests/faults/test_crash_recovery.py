@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-
 from sluice.demo import render_click_files
 from sluice.protocol import FAULT_POINTS, AttemptStatus, run_until_drained
 from sluice.protocol.layout import STATE
 from sluice.spec import parse_spec
+
 from tests.fixtures.pipelines import (
     CLICK_AGGREGATES,
     CLICK_SCHEMA,
@@ -55,7 +55,7 @@ def _crash_run(spec_path: Path, point: str) -> subprocess.CompletedProcess[str]:
 
 def _state_dirs(rt: Any) -> set[str]:
     """``<epoch>-<attempt>`` names of every directory under the checkpoint store's state/."""
-    return {info.key[len(STATE):].split("/", 1)[0] for info in rt.repo.store.list(STATE)}
+    return {info.key[len(STATE) :].split("/", 1)[0] for info in rt.repo.store.list(STATE)}
 
 
 @pytest.mark.parametrize("point", FAULT_POINTS)

@@ -21,6 +21,7 @@ from sluice.protocol import (
     run_until_drained,
 )
 from sluice.protocol.layout import STATE, state_prefix
+
 from tests.fixtures.pipelines import (
     CLICK_AGGREGATES,
     CLICK_SCHEMA,
@@ -167,7 +168,7 @@ def test_concurrent_commits_of_one_epoch(spark: Any, workspace: Any) -> None:
     statuses = {a.attempt: a.status for a in rts[0].repo.attempts(1)}
     assert statuses == {winner: AttemptStatus.COMMITTED, loser: AttemptStatus.ABORTED}
     assert staged_keys(spec) == []
-    state_dirs = {i.key[len(STATE):].split("/", 1)[0] for i in rts[0].repo.store.list(STATE)}
+    state_dirs = {i.key[len(STATE) :].split("/", 1)[0] for i in rts[0].repo.store.list(STATE)}
     assert state_dirs <= {f"{1:012d}-{winner}"}
     assert len(committed_rows(spec, "out")) == checkpoint.result.stats.windows_emitted
 
