@@ -25,6 +25,7 @@ def recover(rt: Runtime) -> Checkpoint | None:
     if rt.repo.sinks_committed(latest.epoch) is None:
         finish_commit(rt, latest, started=rt.clock())
     else:
+        _settle_attempts(rt, latest)  # a crash after the marker skipped this
         _sweep(rt, latest)
     return latest
 
