@@ -78,7 +78,7 @@ def test_sigkill_at_fault_point_then_resume(
     assert rt.repo.checkpoint(1) is not None
     assert rt.repo.plan(CRASH_EPOCH + 1) is None
     committed_before = rt.repo.checkpoint(CRASH_EPOCH) is not None
-    assert committed_before == point.startswith("commit.") and point != "commit.before_checkpoint"
+    assert committed_before == (point.startswith("commit.") and point != "commit.before_checkpoint")
 
     outcomes = run_until_drained(rt, spark)
 
