@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from sluice.demo import write_click_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,13 +24,15 @@ def sluice(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
                else ["-m", "sluice.cli"]), *args]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if check:
-        assert done.returncode == 0, f"sluice {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, (
+            f"sluice {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+        )
     return done
 
 
 def json_out(done: subprocess.CompletedProcess[str]) -> Any:
     text = done.stdout
-    return json.loads(text[min(i for i in (text.find("{"), text.find("[")) if i >= 0):])
+    return json.loads(text[min(i for i in (text.find("{"), text.find("[")) if i >= 0) :])
 
 
 def write_spec(tmp_path: Path, **source_extra: Any) -> Path:
@@ -57,7 +58,9 @@ def write_spec(tmp_path: Path, **source_extra: Any) -> Path:
 
 
 def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def test_validate_demo_spec() -> None:

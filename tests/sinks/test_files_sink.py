@@ -12,10 +12,10 @@ from typing import Any
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-
 import sluice.sinks.files as files_module
 from sluice.sinks import FilesSink, Prepared
 from sluice.spec import SinkSpec
+
 from tests.fixtures.pipelines import Workspace
 
 DDL = "user string, n long, ts timestamp, amount double"
@@ -79,7 +79,7 @@ def spark_rows(spark: Any, ws: Workspace) -> list[dict[str, Any]]:
     try:
         frame = spark.read.schema(DDL).parquet(path)
         return [r.asDict() for r in frame.collect()]
-    except Exception as exc:  # noqa: BLE001 - a missing path is "nothing visible"
+    except Exception as exc:
         if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
             return []
         raise
@@ -98,7 +98,9 @@ def snapshot(ws: Workspace) -> dict[str, bytes]:
     return {i.key: store.get(i.key) for i in store.list()}
 
 
-def test_prepare_stages_invisibly_and_commit_publishes_exactly(spark: Any, workspace: Workspace) -> None:
+def test_prepare_stages_invisibly_and_commit_publishes_exactly(
+    spark: Any, workspace: Workspace
+) -> None:
     sink = make_sink(workspace)
     rows = make_rows(7)
     prepared = sink.prepare(3, "att1", frame(spark, rows), len(rows))
@@ -117,7 +119,9 @@ def test_prepare_stages_invisibly_and_commit_publishes_exactly(spark: Any, works
     sink.commit(prepared)
     expected = sorted((u, n, a) for u, n, _, a in rows)
     assert sorted((r["user"], r["n"], r["amount"]) for r in arrow_rows(workspace)) == expected
-    assert sorted((r["user"], r["n"], r["amount"]) for r in spark_rows(spark, workspace)) == expected
+    assert (
+        sorted((r["user"], r["n"], r["amount"]) for r in spark_rows(spark, workspace)) == expected
+    )
     counts = visible(spark, workspace)
     assert counts == {k: (len(prepared.files) if k == "store" else 7) for k in counts}
     assert workspace.store("out").list("_staging/") == []
@@ -198,9 +202,11 @@ def test_abort_others_keeps_the_given_attempt(spark: Any, workspace: Workspace) 
     assert other_epoch.files and not store.exists(other_epoch.files[0].staged_key)
 
 
-def test_jsonl_format_writes_jsonl_files_with_iso_timestamps(spark: Any, workspace: Workspace) -> None:
+def test_jsonl_format_writes_jsonl_files_with_iso_timestamps(
+    spark: Any, workspace: Workspace
+) -> None:
     sink = make_sink(workspace, "jsonl")
-    rows = make_rows(3) + [("u999", 999, None, None)]
+    rows = [*make_rows(3), ("u999", 999, None, None)]
     prepared = sink.prepare(1, "j", frame(spark, rows), len(rows))
     assert all(f.final_key.endswith(".jsonl") for f in prepared.files)
     sink.commit(prepared)

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from sluice.protocol import plan_epoch, run_epoch
 from sluice.sources import RECORD_COLUMNS, FileBehindOffset, FilesOffset, FilesRange, FilesSource
 from sluice.sources.files import key_digest
 from sluice.spec import SourceSpec
+
 from tests.fixtures.pipelines import Workspace, click_spec, runtime
 
 SCHEMA = (("user", "string"), ("url", "string"), ("ts", "timestamp"), ("amount", "double"))
@@ -266,9 +266,14 @@ def test_csv_header_skipped_and_dead_letter_codes(spark: Any, workspace: Workspa
 
 
 def test_csv_without_header_reads_the_first_line(spark: Any, workspace: Workspace) -> None:
-    workspace.put_files([("a.csv", b"u1,/a,2026-01-01T00:00:01Z,1.5\nu2,/b,2026-01-01T00:00:02Z,2\n")])
+    workspace.put_files(
+        [("a.csv", b"u1,/a,2026-01-01T00:00:01Z,1.5\nu2,/b,2026-01-01T00:00:02Z,2\n")]
+    )
     rows = read_all(spark, source(workspace, fmt="csv", header=False))
-    assert [(r["_line"], r["user"], r["_error"]) for r in rows] == [(1, "u1", None), (2, "u2", None)]
+    assert [(r["_line"], r["user"], r["_error"]) for r in rows] == [
+        (1, "u1", None),
+        (2, "u2", None),
+    ]
 
 
 def parquet_bytes(table: pa.Table) -> bytes:

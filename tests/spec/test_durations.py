@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from sluice.spec import format_duration, parse_duration_us
 
 
@@ -36,8 +35,16 @@ def test_rejects_with_accepted_forms(bad: object) -> None:
 
 @pytest.mark.parametrize(
     ("us", "text"),
-    [(60_000_000, "1m"), (5_000_000, "5s"), (500_000, "500ms"), (86_400_000_000, "1d"),
-     (90_000_000, "90s"), (7, "7us"), (0, "0s"), (3_600_000_000, "1h")],
+    [
+        (60_000_000, "1m"),
+        (5_000_000, "5s"),
+        (500_000, "500ms"),
+        (86_400_000_000, "1d"),
+        (90_000_000, "90s"),
+        (7, "7us"),
+        (0, "0s"),
+        (3_600_000_000, "1h"),
+    ],
 )
 def test_format(us: int, text: str) -> None:
     assert format_duration(us) == text

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from sluice.spec import PipelineSpec, SpecError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,9 +18,12 @@ ORIGIN = "pipelines/test.yaml"
 def base(tmp_path: Path) -> dict[str, Any]:
     return {
         "name": "clicks",
-        "source": {"type": "files", "path": str(tmp_path / "in"), "format": "jsonl",
-                   "schema": {"user": "string", "url": "string", "ts": "timestamp",
-                              "amount": "double"}},  # fmt: skip
+        "source": {
+            "type": "files",
+            "path": str(tmp_path / "in"),
+            "format": "jsonl",
+            "schema": {"user": "string", "url": "string", "ts": "timestamp", "amount": "double"},
+        },
         "event_time": {"column": "ts", "max_out_of_orderness": "5s"},
         "key_by": ["user"],
         "window": {"type": "tumbling", "size": "1m"},
@@ -447,7 +449,9 @@ def test_env_in_demo_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert spec.checkpoint.storage == f"{tmp_path}/checkpoints"
 
 
-def test_interpolation_does_not_mutate_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interpolation_does_not_mutate_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLUICE_TEST_ROOT", str(tmp_path))
     data = base(tmp_path)
     data["source"]["path"] = "${SLUICE_TEST_ROOT}/in"
