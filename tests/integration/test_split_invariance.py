@@ -11,9 +11,9 @@ import random
 from typing import Any
 
 import pytest
-
 from sluice.demo import render_click_files
 from sluice.protocol import run_until_drained
+
 from tests.fixtures.pipelines import (
     CLICK_AGGREGATES,
     CLICK_SCHEMA,
@@ -41,7 +41,9 @@ def test_output_equals_reference_for_any_split(spark: Any, workspace: Any, split
     workspace.put_files(FILES)
     spec = click_spec(workspace)
     cap = SPLITS[split]
-    outcomes = run_until_drained(runtime(spec), spark, max_units=cap if split != "one_epoch" else 100)
+    outcomes = run_until_drained(
+        runtime(spec), spark, max_units=cap if split != "one_epoch" else 100
+    )
 
     if split == "file_per_epoch":
         assert len(outcomes) == len(FILES)
@@ -51,9 +53,13 @@ def test_output_equals_reference_for_any_split(spark: Any, workspace: Any, split
 
     results = committed_rows(spec, "out")
     assert compare_rows(results, REFERENCE.emitted, keys=["user", "window_start"]) == []
-    late = sorted((r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records"))
+    late = sorted(
+        (r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")
+    )
     assert late == sorted(REFERENCE.late)
-    dead = sorted((r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters"))
+    dead = sorted(
+        (r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")
+    )
     assert dead == sorted(REFERENCE.dead)
     assert staged_keys(spec) == []
     total_open = outcomes[-1].checkpoint.result.stats.windows_open
