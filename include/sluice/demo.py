@@ -201,57 +201,39 @@ def _malformed_line(kind: str, rec: dict[str, Any]) -> str:
     return _dumps(bad)
 
 
-def render_click_files(
-    *,
-    files: int = 20,
-    events_per_file: int = 150,
-    seed: int = 7,
-    start: datetime = DEFAULT_START,
-    seconds_per_file: float = 30.0,
-    jitter_s: float = 4.0,
-    late_every: int = 40,
-    malformed_every: int = 60,
-) -> list[tuple[str, bytes]]:
+CLICK_DEFAULTS: dict[str, Any] = {
+    "files": 20,
+    "events_per_file": 150,
+    "seed": 7,
+    "start": DEFAULT_START,
+    "seconds_per_file": 30.0,
+    "jitter_s": 4.0,
+    "late_every": 40,
+    "malformed_every": 60,
+}
+
+
+def _click_params(overrides: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(overrides) - set(CLICK_DEFAULTS))
+    if unknown:
+        raise TypeError(f"unknown click generator argument(s): {', '.join(unknown)}")
+    return {**CLICK_DEFAULTS, **overrides}
+
+
+def render_click_files(**kwargs: Any) -> list[tuple[str, bytes]]:
     """Return ``(file name, JSON-lines bytes)`` for each demo file, in ascending name order.
 
-    ``events_per_file`` counts lines (valid, late and malformed alike). ``late_every`` /
-    ``malformed_every`` <= 0 disable late / malformed lines.
+    Keyword arguments override :data:`CLICK_DEFAULTS`. ``events_per_file`` counts lines
+    (valid, late and malformed alike); ``late_every`` / ``malformed_every`` <= 0 disable late /
+    malformed lines.
     """
-    out, _ = _generate(
-        files=files,
-        events_per_file=events_per_file,
-        seed=seed,
-        start=start,
-        seconds_per_file=seconds_per_file,
-        jitter_s=jitter_s,
-        late_every=late_every,
-        malformed_every=malformed_every,
-    )
+    out, _ = _generate(**_click_params(kwargs))
     return out
 
 
-def demo_stats(
-    *,
-    files: int = 20,
-    events_per_file: int = 150,
-    seed: int = 7,
-    start: datetime = DEFAULT_START,
-    seconds_per_file: float = 30.0,
-    jitter_s: float = 4.0,
-    late_every: int = 40,
-    malformed_every: int = 60,
-) -> DemoStats:
-    """What :func:`render_click_files` with the same arguments puts into its files."""
-    _, stats = _generate(
-        files=files,
-        events_per_file=events_per_file,
-        seed=seed,
-        start=start,
-        seconds_per_file=seconds_per_file,
-        jitter_s=jitter_s,
-        late_every=late_every,
-        malformed_every=malformed_every,
-    )
+def demo_stats(**kwargs: Any) -> DemoStats:
+    """What :func:`render_click_files` with the same keyword arguments puts into its files."""
+    _, stats = _generate(**_click_params(kwargs))
     return stats
 
 

@@ -24,20 +24,16 @@ from sluice.protocol.layout import STATE
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import (
-    CLICK_AGGREGATES,
-    CLICK_SCHEMA,
+    click_reference,
     click_spec_dict,
     committed_rows,
     runtime,
     staged_keys,
 )
-from tests.reference import compare_rows, compute_reference
+from tests.reference import compare_rows
 
 FILES = render_click_files(files=6, events_per_file=80, seed=3)
-REFERENCE = compute_reference(
-    FILES, schema=CLICK_SCHEMA, event_time="ts", max_out_of_orderness_s=5,
-    allowed_lateness_s=0, window_size_s=60, key_by=["user"], aggregates=CLICK_AGGREGATES,
-)  # fmt: skip
+REFERENCE = click_reference(FILES)
 FILES_PER_EPOCH = 2
 CRASH_EPOCH = 2
 SUBPROCESS_TIMEOUT_S = 600

@@ -15,20 +15,16 @@ from sluice.demo import render_click_files
 from sluice.protocol import run_until_drained
 
 from tests.fixtures.pipelines import (
-    CLICK_AGGREGATES,
-    CLICK_SCHEMA,
+    click_reference,
     click_spec,
     committed_rows,
     runtime,
     staged_keys,
 )
-from tests.reference import compare_rows, compute_reference
+from tests.reference import compare_rows
 
 FILES = render_click_files(files=8, events_per_file=120, seed=11)
-REFERENCE = compute_reference(
-    FILES, schema=CLICK_SCHEMA, event_time="ts", max_out_of_orderness_s=5,
-    allowed_lateness_s=0, window_size_s=60, key_by=["user"], aggregates=CLICK_AGGREGATES,
-)  # fmt: skip
+REFERENCE = click_reference(FILES)
 SPLITS: dict[str, Any] = {
     "one_epoch": None,
     "file_per_epoch": 1,
