@@ -17,10 +17,12 @@ import hashlib
 import os
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+
 from sluice.storage.s3options import S3Options
 
 __all__ = [
@@ -29,9 +31,12 @@ __all__ = [
     "DEFAULT_REGION",
     "configure_s3",
     "jars_dir",
+    "launched_by_spark_submit",
+    "package_zip",
     "s3a_conf",
     "s3a_jars",
     "spark_session",
+    "submit_conf",
 ]
 
 DEFAULT_MASTER = "local[2]"
@@ -167,6 +172,7 @@ def spark_session(
     If a session already runs, it is returned with its s3a settings brought up to date
     (:func:`configure_s3`); settings fixed at JVM start (master, jars) stay as they were.
     """
+    submitted = launched_by_spark_submit() and master is None
     master = master or os.environ.get("SLUICE_SPARK_MASTER") or DEFAULT_MASTER
     conf: dict[str, str] = {
         "spark.ui.enabled": "false",
@@ -177,7 +183,7 @@ def spark_session(
     }
     log_opt = f"-Dlog4j2.configurationFile={_log4j2_config().as_uri()}"
     conf["spark.driver.extraJavaOptions"] = log_opt
-    if master.startswith("local"):
+    if master.startswith("local") and not submitted:
         # Bind to loopback without Spark's "hostname resolves to a loopback address" warning.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         if not os.environ.get("PYSPARK_PYTHON"):
@@ -190,13 +196,49 @@ def spark_session(
     conf.update(extra_conf or {})
 
     builder: Any = SparkSession.builder
-    builder = builder.appName(app_name).master(master)
+    builder = builder.appName(app_name)
+    if not submitted:  # under spark-submit, --master (the Airflow connection) decides
+        builder = builder.master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark: SparkSession = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     configure_s3(spark, s3)
     return spark
+
+
+def launched_by_spark_submit() -> bool:
+    """True in a Python driver that spark-submit started (its JVM is already running)."""
+    return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+
+
+def submit_conf() -> dict[str, str]:
+    """``--conf`` settings for spark-submit that must be known when the driver JVM starts."""
+    return {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j2_config().as_uri()}",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+    }
+
+
+def package_zip() -> Path:
+    """The ``sluice`` package as a zip for executors (``SparkContext.addPyFile``), built once
+    per content in the temp dir, so remote executors import the same code as the driver."""
+    root = Path(__file__).resolve().parent
+    files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    target = Path(tempfile.gettempdir()) / f"sluice-{digest.hexdigest()[:12]}.zip"
+    if not target.is_file():
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in files:
+                zf.write(path, f"sluice/{path.relative_to(root)}")
+        os.replace(tmp, target)
+    return target
 
 
 def configure_s3(spark: SparkSession, s3: S3Options | None) -> None:

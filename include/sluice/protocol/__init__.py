@@ -24,6 +24,7 @@ from sluice.protocol.plan import plan_epoch
 from sluice.protocol.process import process_epoch
 from sluice.protocol.recovery import recover
 from sluice.protocol.repository import Repository
+from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
 from sluice.protocol.runner import EpochOutcome, run_epoch, run_until_drained
 from sluice.protocol.runtime import Runtime
 
@@ -38,11 +39,14 @@ __all__ = [
     "EpochResult",
     "EpochStats",
     "Faults",
+    "InvalidRunRequest",
     "NoPlan",
     "NoPreparedAttempt",
     "Plan",
+    "PlanOptions",
     "ProtocolError",
     "Repository",
+    "RunRequest",
     "Runtime",
     "SinksCommitted",
     "SpecChanged",

@@ -2,7 +2,8 @@
 
 Set ``SLUICE_FAULT=<point>`` (and optionally ``SLUICE_FAULT_EPOCH=<n>``) in the environment of
 a ``sluice`` process; :meth:`Faults.from_env` reads it once at start-up, so the engine itself
-never consults the environment.
+never consults the environment. With ``SLUICE_FAULT_ONCE=<path>`` the fault fires only in the
+first process that gets there (it creates ``path``): an orchestrator's retry then runs clean.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ FAULT_POINTS = (
 class Faults:
     point: str | None = None
     epoch: int | None = None
+    once_marker: str | None = None
 
     def __post_init__(self) -> None:
         if self.point is not None and self.point not in FAULT_POINTS:
@@ -41,10 +43,23 @@ class Faults:
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Faults:
         epoch = env.get("SLUICE_FAULT_EPOCH")
-        return cls(env.get("SLUICE_FAULT") or None, int(epoch) if epoch else None)
+        return cls(
+            env.get("SLUICE_FAULT") or None,
+            int(epoch) if epoch else None,
+            env.get("SLUICE_FAULT_ONCE") or None,
+        )
 
     def hit(self, point: str, epoch: int) -> None:
         """Die here, abruptly, if this is the configured point (no cleanup, no flush)."""
         assert point in FAULT_POINTS, point
-        if point == self.point and self.epoch in (None, epoch):
+        if point == self.point and self.epoch in (None, epoch) and self._first_hit():
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _first_hit(self) -> bool:
+        if self.once_marker is None:
+            return True
+        try:
+            os.close(os.open(self.once_marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True

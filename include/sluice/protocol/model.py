@@ -93,6 +93,9 @@ class Plan:
     created_at: float
     plan_seconds: float = 0.0
     run_id: str | None = None
+    # Set when a run request moved the start (restore_from=offsets): what was asked, and the
+    # committed offset the epoch would otherwise have started from.
+    restored_from: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = dict(self.__dict__)
@@ -154,6 +157,8 @@ class AttemptRecord:
     run_id: str | None = None
     result: EpochResult | None = None
     error: str | None = None
+    # Where the attempt ran, e.g. {"spark_master": ..., "spark_application_id": ...}.
+    engine: dict[str, Any] | None = None
 
     def moved_to(self, status: AttemptStatus, at: float, **changes: Any) -> AttemptRecord:
         if status not in _NEXT[self.status]:

@@ -8,20 +8,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sluice.protocol.exceptions import SpecChanged
 from sluice.protocol.model import Checkpoint, Plan, StateRef
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
+from sluice.sources.base import Offset
 from sluice.storage import ObjectAlreadyExists
 from sluice.windows.watermarks import WatermarkState
 
 __all__ = ["plan_epoch"]
 
 
-def plan_epoch(rt: Runtime, *, max_units: int | None = None) -> Plan | None:
-    """The plan of the next epoch, or None when the source has nothing new."""
+def plan_epoch(
+    rt: Runtime,
+    *,
+    max_units: int | None = None,
+    max_records: int | None = None,
+    start: Offset | None = None,
+    restored_from: dict[str, Any] | None = None,
+) -> Plan | None:
+    """The plan of the next epoch, or None when the source has nothing new.
+
+    ``max_units`` / ``max_records`` cap a new plan's input; ``start`` replaces the committed
+    end offset as the start of a new plan (checked by :mod:`sluice.protocol.request`). None of
+    them changes a plan that is already stored: a retry replays it verbatim.
+    """
     started = rt.clock()
     latest = recover(rt)
     epoch = (latest.epoch if latest else 0) + 1
@@ -31,7 +45,8 @@ def plan_epoch(rt: Runtime, *, max_units: int | None = None) -> Plan | None:
         return existing
     if latest is not None:
         _check_shape(rt, latest.plan.state_shape, latest.epoch)
-    plan = _new_plan(rt, latest, epoch, max_units, started)
+    caps = _Caps(max_units, max_records)
+    plan = _new_plan(rt, latest, epoch, caps, start, restored_from, started)
     if plan is None:
         return None
     rt.faults.hit("plan.before_write", epoch)
@@ -45,11 +60,24 @@ def plan_epoch(rt: Runtime, *, max_units: int | None = None) -> Plan | None:
     return plan
 
 
+@dataclass(frozen=True)
+class _Caps:
+    units: int | None
+    records: int | None
+
+
 def _new_plan(
-    rt: Runtime, latest: Checkpoint | None, epoch: int, max_units: int | None, started: float
+    rt: Runtime,
+    latest: Checkpoint | None,
+    epoch: int,
+    caps: _Caps,
+    start: Offset | None,
+    restored_from: dict[str, Any] | None,
+    started: float,
 ) -> Plan | None:
-    start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
-    rng = rt.source.plan_range(start, max_units)
+    if start is None:
+        start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
+    rng = rt.source.plan_range(start, caps.units, caps.records)
     if rng is None:
         return None
     now = rt.clock()
@@ -66,6 +94,7 @@ def _new_plan(
         created_at=now,
         plan_seconds=round(now - started, 6),
         run_id=rt.run_id,
+        restored_from=restored_from,
     )
 
 

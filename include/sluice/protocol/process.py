@@ -50,8 +50,17 @@ def process_epoch(rt: Runtime, spark: SparkSession, epoch: int | None = None) ->
     if plan is None:
         raise NoPlan(rt.name, epoch)
     now = rt.clock()
+    context = spark.sparkContext
+    engine = {"spark_master": context.master, "spark_application_id": context.applicationId}
     record = AttemptRecord(
-        rt.name, epoch, rt.new_attempt_id(), AttemptStatus.STARTED, now, now, rt.run_id
+        rt.name,
+        epoch,
+        rt.new_attempt_id(),
+        AttemptStatus.STARTED,
+        now,
+        now,
+        rt.run_id,
+        engine=engine,
     )
     rt.repo.start_attempt(record)
     rt.faults.hit("process.after_start", epoch)

@@ -79,7 +79,23 @@ class Source(ABC):
     def decode_range(self, data: dict[str, Any]) -> SourceRange: ...
 
     @abstractmethod
-    def plan_range(self, start: Offset, max_units: int | None) -> SourceRange | None: ...
+    def plan_range(
+        self, start: Offset, max_units: int | None, max_records: int | None = None
+    ) -> SourceRange | None:
+        """The next range from ``start``, or None when nothing is new.
+
+        ``max_units`` caps the source units (files, messages); ``max_records`` caps the
+        records, but a range always holds at least one unit so an epoch can make progress.
+        """
+
+    @abstractmethod
+    def offset_from_user(self, data: dict[str, Any]) -> Offset:
+        """An offset a user typed (trigger form, CLI); raises ``ValueError`` naming the
+        field that is wrong and what a valid value looks like."""
+
+    @abstractmethod
+    def is_before(self, a: Offset, b: Offset) -> bool:
+        """True when reading from ``a`` would re-read input that ``b`` has already passed."""
 
     @abstractmethod
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...

@@ -9,9 +9,12 @@ keys sort after the committed ``after_key``. The source is one partition ordered
 from __future__ import annotations
 
 import hashlib
+import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
 
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
@@ -136,7 +139,9 @@ class FilesSource(Source):
     def list_keys(self) -> list[str]:
         return [i.key for i in self.store.list() if not _hidden(i.key)]
 
-    def plan_range(self, start: Offset, max_units: int | None) -> FilesRange | None:
+    def plan_range(
+        self, start: Offset, max_units: int | None, max_records: int | None = None
+    ) -> FilesRange | None:
         assert isinstance(start, FilesOffset)
         keys = self.list_keys()
         behind = [k for k in keys if start.after_key is not None and k <= start.after_key]
@@ -145,9 +150,55 @@ class FilesSource(Source):
         limit = max_units or self.spec.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
+        if max_records is not None:
+            fresh = self._cap_records(fresh, max_records)
         if not fresh:
             return None
         return FilesRange(start, tuple(fresh), changed)
+
+    def _cap_records(self, keys: list[str], max_records: int) -> list[str]:
+        """The longest prefix of ``keys`` holding at most ``max_records`` records (whole files
+        only, at least one). Counting reads each candidate file once, on the planner."""
+        taken: list[str] = []
+        total = 0
+        for key in keys:
+            total += self.count_records(key)
+            if taken and total > max_records:
+                break
+            taken.append(key)
+        return taken
+
+    def count_records(self, key: str) -> int:
+        """Records in one file as the reader sees them: non-blank lines (minus a CSV header),
+        or the Parquet row count from the footer."""
+        data = self.store.get(key)
+        if self.spec.format == "parquet":
+            return int(pq.ParquetFile(io.BytesIO(data)).metadata.num_rows)
+        lines = sum(1 for line in data.split(b"\n") if line.strip())
+        if self.spec.format == "csv" and self.spec.header and lines:
+            lines -= 1
+        return lines
+
+    def offset_from_user(self, data: dict[str, Any]) -> FilesOffset:
+        """``{"after_key": "<key>"}``: start after that file (``null``: from the beginning).
+
+        Count and digest are computed from the files now under the path, so a file added
+        behind the offset later is still caught.
+        """
+        unknown = sorted(set(data) - {"type", "after_key", "files_consumed", "consumed_digest"})
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown}; a files offset is {{'after_key': KEY}}")
+        if data.get("type", "files") != "files":
+            raise ValueError(f"type {data['type']!r} is not 'files' (this pipeline reads files)")
+        after = data.get("after_key")
+        if after is not None and (not isinstance(after, str) or not after):
+            raise ValueError(f"after_key must be a file key (a string) or null, not {after!r}")
+        behind = [k for k in self.list_keys() if after is not None and k <= after]
+        return FilesOffset(after, len(behind), key_digest(behind))
+
+    def is_before(self, a: Offset, b: Offset) -> bool:
+        assert isinstance(a, FilesOffset) and isinstance(b, FilesOffset)
+        return (a.after_key or "") < (b.after_key or "")
 
     def _check_behind(self, start: FilesOffset, behind: list[str]) -> tuple[int, str] | None:
         """None when the files behind the offset are exactly those consumed; otherwise the new

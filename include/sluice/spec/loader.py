@@ -24,6 +24,7 @@ from sluice.spec.model import (
     CheckpointSpec,
     EventTimeSpec,
     PipelineSpec,
+    RestartSpec,
     SinkSpec,
     SourceSpec,
     WindowSpec,
@@ -49,6 +50,7 @@ _TOP = {
     "checkpoint",
     "qos",
     "s3",
+    "restart",
     "description",
 }
 _SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header"}
@@ -57,6 +59,7 @@ _WINDOW = {"type", "size"}
 _SINK = {"name", "type", "path", "format"}
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
 _S3 = {"endpoint_url", "region"}
+_RESTART = {"attempts", "delay", "max_delay", "multiplier"}
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
@@ -214,6 +217,7 @@ class _Checker:
         dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
         qos = self.qos(top.get("qos", 2))
         s3 = self.s3(top.get("s3"))
+        restart = self.restart(top.get("restart"))
         self.paths_apart(source, sinks, late, dead, checkpoint)
         if self.problems or None in (name, source, event_time, window, checkpoint, late, dead):
             return None
@@ -231,6 +235,7 @@ class _Checker:
             checkpoint=checkpoint,
             qos=qos,
             s3=s3,
+            restart=restart,
             origin=self.origin,
         )
 
@@ -438,6 +443,27 @@ class _Checker:
                 "use qos: 2; at-most-once and at-least-once are planned (issue #5)",
             )
         return int(value)
+
+    def restart(self, value: Any) -> RestartSpec:
+        if value is None:
+            return RestartSpec()
+        data = self.mapping(value, "restart", _RESTART)
+        if data is None:
+            return RestartSpec()
+        attempts = data.get("attempts", 3)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+            self.add("restart.attempts", f"{attempts!r} is not a whole number >= 0", "e.g. 3")
+            attempts = 3
+        delay = self.duration(data, "delay", "restart", default="10s")
+        max_delay = self.duration(data, "max_delay", "restart", default="5m")
+        if max_delay < delay:
+            self.add("restart.max_delay", "is shorter than restart.delay", "raise it, e.g. 5m")
+        multiplier = data.get("multiplier", 2.0)
+        numeric = isinstance(multiplier, int | float) and not isinstance(multiplier, bool)
+        if not numeric or multiplier < 1:
+            self.add("restart.multiplier", f"{multiplier!r} is not a number >= 1", "e.g. 2")
+            multiplier = 2.0
+        return RestartSpec(attempts, delay, max_delay, float(multiplier))
 
     def s3(self, value: Any) -> S3Options | None:
         if value is None:

@@ -87,6 +87,20 @@ class CheckpointSpec:
 
 
 @dataclass(frozen=True)
+class RestartSpec:
+    """Restart strategy (Flink's exponential-delay): Airflow retries with backoff.
+
+    ``attempts`` counts retries after the first try; the n-th retry waits
+    ``min(delay * multiplier**(n-1), max_delay)``.
+    """
+
+    attempts: int = 3
+    delay_us: int = 10_000_000
+    max_delay_us: int = 300_000_000
+    multiplier: float = 2.0
+
+
+@dataclass(frozen=True)
 class PipelineSpec:
     name: str
     source: SourceSpec
@@ -101,6 +115,7 @@ class PipelineSpec:
     emit: Literal["on_close"] = "on_close"
     qos: int = 2
     s3: S3Options | None = None
+    restart: RestartSpec = field(default_factory=RestartSpec)
     origin: str = field(default="<memory>", compare=False)
 
     def state_shape(self) -> dict[str, Any]:

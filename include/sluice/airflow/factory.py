@@ -1,0 +1,190 @@
+"""The DAG factory: one DAG per pipeline spec, ``sluice__<name>``, ``plan >> process >> commit``.
+
+* ``schedule`` = ``checkpoint.interval``; ``dagrun_timeout`` = ``checkpoint.timeout``;
+* ``max_active_runs=1`` and every task in the one-slot pool ``sluice__<name>`` (created by
+  ``python -m sluice.airflow.provision``), so scheduled, manual and backfill runs never overlap;
+* retries with exponential backoff from the spec's ``restart`` block;
+* ``plan`` and ``commit`` are light Python tasks, ``process`` a spark-submit of
+  ``jobs/run_epoch.py`` on the Spark connection (``$SLUICE_SPARK_CONN_ID``, default
+  ``sluice_spark``);
+* every sink (outputs, late records, dead letters) is an Asset whose events carry the epoch
+  and its counts;
+* the trigger form's params are :data:`TRIGGER_PARAMS`.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, Param, task
+
+from sluice.airflow.operators import SluiceProcessOperator
+from sluice.airflow.tasks import asset_extra, commit_task, plan_task
+from sluice.protocol.request import RESTORE_CHOICES
+from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
+
+__all__ = [
+    "PIPELINES_DIR_ENV",
+    "SPARK_CONN_ENV",
+    "build_dag",
+    "build_dags",
+    "dag_id",
+    "pool_name",
+    "sink_asset",
+    "trigger_params",
+]
+
+PIPELINES_DIR_ENV = "SLUICE_PIPELINES_DIR"
+SPARK_CONN_ENV = "SLUICE_SPARK_CONN_ID"
+DEFAULT_SPARK_CONN = "sluice_spark"
+# Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def dag_id(pipeline: str) -> str:
+    return f"sluice__{pipeline}"
+
+
+def pool_name(pipeline: str) -> str:
+    return f"sluice__{pipeline}"
+
+
+def trigger_params() -> dict[str, Param]:
+    """The trigger form. Defaults make a scheduled run: continue from the latest checkpoint."""
+    return {
+        "max_records": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Max records",
+            description="Cap on the records this epoch reads (whole files; at least one). "
+            "Empty: the spec's per-epoch limit.",
+        ),
+        "restore_from": Param(
+            "latest",
+            type="string",
+            enum=list(RESTORE_CHOICES),
+            title="Restore from",
+            description="latest: continue. checkpoint: continue from the committed epoch "
+            "below (must be the latest until rewinds arrive). offsets: start the next epoch "
+            "at the source offsets below, skipping input in between.",
+        ),
+        "epoch": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Checkpoint epoch",
+            description="With restore_from=checkpoint: the committed epoch to continue from.",
+        ),
+        "offsets": Param(
+            None,
+            type=["null", "object"],
+            title="Source offsets (JSON)",
+            description='With restore_from=offsets, e.g. {"after_key": "part-0003.jsonl"} '
+            "for a files source: start after that file.",
+        ),
+    }
+
+
+def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
+    uri = sink.path if "://" in sink.path else Path(sink.path).resolve().as_uri()
+    return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
+
+
+def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
+    spec_file = str(Path(spec_path).resolve())
+    spec = load_spec(spec_file)
+    sinks = (*spec.sinks, spec.late_records, spec.dead_letters)
+    assets = [sink_asset(spec, s) for s in sinks]
+    with DAG(
+        dag_id=dag_id(spec.name),
+        description=f"Sluice pipeline {spec.name}: {spec.origin}",
+        schedule=timedelta(microseconds=spec.checkpoint.interval_us),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        dagrun_timeout=timedelta(microseconds=spec.checkpoint.timeout_us),
+        default_args=_task_defaults(spec),
+        params=trigger_params(),
+        tags=["sluice", f"qos{spec.qos}", f"source:{spec.source.type}"],
+        doc_md=_doc(spec, spec_file),
+    ) as dag:
+
+        @task(task_id="plan")
+        def plan(params: Any = None, run_id: str | None = None) -> dict[str, Any]:
+            return plan_task(spec_file, params or {}, run_id)
+
+        @task(task_id="commit", outlets=assets)
+        def commit(
+            planned: dict[str, Any], outlet_events: Any = None, run_id: str | None = None
+        ) -> dict[str, Any]:
+            summary, checkpoint = commit_task(spec_file, int(planned["epoch"]), run_id)
+            for sink, asset in zip(sinks, assets, strict=True):
+                outlet_events[asset].extra = asset_extra(checkpoint, sink.name)
+            return summary
+
+        process = SluiceProcessOperator(
+            task_id="process",
+            application=str(Path(job_path).resolve()),
+            application_args=[
+                "--spec",
+                spec_file,
+                "--epoch",
+                "{{ ti.xcom_pull(task_ids='plan')['epoch'] }}",
+                "--run-id",
+                "{{ run_id }}",
+            ],
+            conn_id=os.environ.get(SPARK_CONN_ENV, DEFAULT_SPARK_CONN),
+            name=f"sluice-{spec.name}",
+        )
+        planned = plan()
+        planned >> process >> commit(planned)
+    return dag
+
+
+def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, DAG]:
+    """One DAG per ``*.yaml`` / ``*.yml`` spec in ``pipelines_dir`` (sorted by file name).
+
+    An invalid spec raises its :class:`~sluice.spec.SpecError` (file, field, fix), which
+    Airflow shows as the DAG file's import error.
+    """
+    folder = Path(pipelines_dir)
+    specs = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+    dags: dict[str, DAG] = {}
+    for path in specs:
+        dag = build_dag(path, job_path=job_path)
+        if dag.dag_id in dags:
+            raise ValueError(f"{path}: pipeline name of {dag.dag_id} is used by another spec")
+        dags[dag.dag_id] = dag
+    return dags
+
+
+def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:
+    restart = spec.restart
+    return {
+        "owner": "sluice",
+        "pool": pool_name(spec.name),
+        "pool_slots": 1,
+        "retries": restart.attempts,
+        "retry_delay": timedelta(microseconds=restart.delay_us),
+        "retry_exponential_backoff": restart.multiplier if restart.multiplier > 1 else 0,
+        "max_retry_delay": timedelta(microseconds=restart.max_delay_us),
+        "execution_timeout": timedelta(microseconds=spec.checkpoint.timeout_us),
+    }
+
+
+def _doc(spec: PipelineSpec, spec_file: str) -> str:
+    sinks = ", ".join(f"`{s.name}` → `{s.path}`" for s in spec.sinks)
+    return (
+        f"### Sluice pipeline `{spec.name}`\n\n"
+        f"Spec: `{spec_file}`. Source: {spec.source.type} `{spec.source.path}` "
+        f"({spec.source.format}). Sinks: {sinks}. One run = one epoch "
+        f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
+        f"{spec.qos}).\n\n"
+        "Trigger with config to cap the epoch (`max_records`) or to restore from a "
+        "checkpoint or explicit source offsets. `sluice checkpoints <spec>` shows the "
+        "history."
+    )

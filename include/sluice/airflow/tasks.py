@@ -1,0 +1,104 @@
+"""The light ``plan`` and ``commit`` tasks; ``process`` is a spark-submit (see operators.py).
+
+Each task rebuilds the runtime from the spec file, so any worker can run any step, and each
+step is idempotent: a retried ``plan`` returns the stored plan, a retried ``commit`` finishes
+the commit of the attempt ``process`` prepared without reprocessing anything.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from sluice.protocol import (
+    Checkpoint,
+    Faults,
+    InvalidRunRequest,
+    RunRequest,
+    Runtime,
+    commit_epoch,
+    plan_epoch,
+)
+from sluice.spec import load_spec
+
+__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for"]
+
+
+def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
+    return Runtime.build(
+        load_spec(spec_path),
+        clock=time.time,
+        new_attempt_id=lambda: uuid.uuid4().hex[:12],
+        faults=Faults.from_env(),
+        run_id=run_id,
+    )
+
+
+def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
+    """Check the trigger conf, then plan the next epoch (or reuse its stored plan).
+
+    A bad conf fails the task without retries and before anything is written; no new input
+    skips ``process`` and ``commit``.
+    """
+    rt = runtime_for(spec_path, run_id)
+    try:
+        options = RunRequest.from_conf(rt.name, params).resolve(rt)
+    except InvalidRunRequest as exc:
+        raise AirflowFailException(str(exc)) from exc
+    plan = plan_epoch(
+        rt,
+        max_records=options.max_records,
+        start=options.start,
+        restored_from=options.restored_from,
+    )
+    if plan is None:
+        raise AirflowSkipException(f"pipeline {rt.name!r}: no new input; nothing to plan")
+    rng = rt.source.decode_range(plan.source_range)
+    return {
+        "pipeline": rt.name,
+        "epoch": plan.epoch,
+        "input_units": rng.units,
+        "start_offset": plan.start_offset,
+        "end_offset": plan.end_offset,
+        "planned_by_run": plan.run_id,
+        "restored_from": plan.restored_from,
+    }
+
+
+def commit_task(
+    spec_path: str, epoch: int, run_id: str | None
+) -> tuple[dict[str, Any], Checkpoint]:
+    """Commit the epoch's prepared attempt (the winner if another process already did)."""
+    rt = runtime_for(spec_path, run_id)
+    checkpoint = commit_epoch(rt, epoch)
+    stats = checkpoint.result.stats
+    summary = {
+        "pipeline": rt.name,
+        "epoch": checkpoint.epoch,
+        "attempt": checkpoint.attempt,
+        "committed_by_run": checkpoint.run_id,
+        "stats": stats.to_dict(),
+        "watermark_us": checkpoint.result.watermark_us,
+    }
+    return summary, checkpoint
+
+
+def asset_extra(checkpoint: Checkpoint, sink: str) -> dict[str, Any]:
+    """The metadata of one sink's asset event: epoch, rows written and the epoch's counts."""
+    rows = next((p.rows for p in checkpoint.result.prepared if p.sink == sink), 0)
+    stats = checkpoint.result.stats
+    return {
+        "pipeline": checkpoint.pipeline,
+        "epoch": checkpoint.epoch,
+        "sink": sink,
+        "rows": rows,
+        "records_read": stats.records_read,
+        "accepted": stats.accepted,
+        "late": stats.late,
+        "dead": stats.dead,
+        "windows_emitted": stats.windows_emitted,
+    }
