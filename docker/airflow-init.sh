@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The airflow-init service of docker-compose.yaml: prepare the metadata DB for Sluice, then exit.
+# Idempotent, so it runs on every `docker compose up`:
+#
+#   1. airflow db migrate
+#   2. the SimpleAuthManager password of the admin user ($AIRFLOW_ADMIN_PASSWORD), written to
+#      the passwords file shared with airflow-apiserver (volume airflow-auth)
+#   3. python -m sluice.airflow.provision: one single-slot pool per pipeline spec and the
+#      Spark connection (created once; later edits in the UI are kept)
+set -euo pipefail
+
+log() { printf 'airflow-init: %s\n' "$*"; }
+
+log "airflow $(airflow version)"
+log "migrating the metadata database"
+airflow db migrate
+
+passwords_file="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:?}"
+users="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:?}"
+admin="${users%%:*}"
+log "setting the password of user '$admin' in $passwords_file"
+ADMIN="$admin" PASSWORDS_FILE="$passwords_file" python - <<'PY'
+import json
+import os
+from pathlib import Path
+
+path = Path(os.environ["PASSWORDS_FILE"])
+passwords = json.loads(path.read_text() or "{}") if path.is_file() else {}
+passwords[os.environ["ADMIN"]] = os.environ.get("AIRFLOW_ADMIN_PASSWORD") or "admin"
+path.parent.mkdir(parents=True, exist_ok=True)
+tmp = path.with_name(path.name + ".tmp")
+tmp.write_text(json.dumps(passwords) + "\n")
+tmp.chmod(0o660)
+os.replace(tmp, path)
+PY
+
+log "provisioning pools and the Spark connection"
+python -m sluice.airflow.provision \
+  --pipelines "${SLUICE_PIPELINES_DIR:-/opt/sluice/include/pipelines}" \
+  --spark-master "${SLUICE_SPARK_MASTER_URL:-spark://spark-master:7077}"
+log "done"
