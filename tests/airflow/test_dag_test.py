@@ -1,0 +1,109 @@
+"""``dag.test()`` drives real DAG runs in-process (plan, spark-submit process, commit).
+
+Three runs = three epochs; the committed output equals the independent reference, every
+checkpoint names the Airflow run that committed it, and each sink's asset got one event per
+epoch carrying the epoch number and counts. A bad trigger conf fails before anything is
+written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from airflow.dag_processing.dagbag import DagBag
+from airflow.sdk.definitions.param import ParamValidationError
+from sluice.demo import render_click_files
+from sluice.spec import parse_spec
+
+from tests.fixtures.airflow import REPO, provision
+from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
+from tests.reference import compare_rows
+
+FILES = render_click_files(files=6, events_per_file=60, seed=21)
+REFERENCE = click_reference(FILES)
+
+
+@pytest.fixture
+def pipeline(
+    airflow_db: Path, local_workspace: Any, pipelines_dir: Path, request: pytest.FixtureRequest
+) -> tuple[Any, Any]:
+    # One pipeline (and DAG id) per test: runs of one test's DAG must not meet another's.
+    name = f"dagtest_{request.node.name.split('_')[1]}"
+    local_workspace.put_files(FILES)
+    body = click_spec_dict(local_workspace, name=name)
+    body["source"]["max_files_per_epoch"] = 2
+    (pipelines_dir / f"{name}.yaml").write_text(yaml.safe_dump(body))
+    provision(airflow_db, pipelines_dir)
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags[f"sluice__{name}"]
+    return parse_spec(body), dag
+
+
+def _keys(store: Any) -> list[tuple[str, int]]:
+    return sorted((i.key, i.size) for i in store.list())
+
+
+def test_three_runs_commit_three_epochs_equal_to_reference(pipeline: tuple[Any, Any]) -> None:
+    spec, dag = pipeline
+    runs = [dag.test() for _ in range(3)]
+    assert [r.state for r in runs] == ["success"] * 3
+
+    rt = runtime(spec)
+    assert rt.repo.latest_epoch() == 3
+    for epoch, run in enumerate(runs, start=1):
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        assert checkpoint.run_id == run.run_id
+        assert checkpoint.plan.run_id == run.run_id
+        winner = rt.repo.attempt(epoch, checkpoint.attempt)
+        assert winner is not None and winner.engine is not None
+        assert winner.engine["spark_master"].startswith("local")
+    results = committed_rows(spec, "out")
+    assert compare_rows(results, REFERENCE.emitted, keys=["user", "window_start"]) == []
+    late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]
+    assert sorted(late) == sorted(REFERENCE.late)
+
+    # Nothing new: plan skips, process and commit are skipped, nothing is written.
+    before = _keys(rt.repo.store)
+    idle = dag.test()
+    assert idle.state == "success"
+    states = {ti.task_id: ti.state for ti in idle.get_task_instances()}
+    assert states == {"plan": "skipped", "process": "skipped", "commit": "skipped"}
+    assert _keys(rt.repo.store) == before
+
+    events = _asset_events(f"sluice__{spec.name}__out")
+    assert [e["epoch"] for e in events] == [1, 2, 3]
+    assert sum(e["rows"] for e in events) == len(REFERENCE.emitted)
+    assert all(e["records_read"] == e["accepted"] + e["late"] + e["dead"] for e in events)
+
+
+def test_bad_trigger_conf_fails_and_writes_nothing(pipeline: tuple[Any, Any]) -> None:
+    spec, dag = pipeline
+    assert dag.test().state == "success"  # epoch 1
+    rt = runtime(spec)
+    before = _keys(rt.repo.store)
+
+    unknown = dag.test(run_conf={"restore_from": "checkpoint", "epoch": 99})
+    assert unknown.state == "failed"
+    tis = {ti.task_id: ti for ti in unknown.get_task_instances()}
+    assert tis["plan"].state == "failed" and tis["plan"].try_number == 1  # no retries
+    assert tis["process"].state == "upstream_failed"
+    with pytest.raises(ParamValidationError, match="offsets"):
+        dag.test(run_conf={"restore_from": "offsets", "offsets": "{not json"})
+    assert _keys(rt.repo.store) == before
+    assert rt.repo.latest_epoch() == 1
+
+
+def _asset_events(name: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.name == name).order_by(AssetEvent.id)
+        ).all()  # fmt: skip
+        return [dict(e.extra) for e in rows]
