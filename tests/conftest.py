@@ -1,3 +1,8 @@
 """Shared pytest configuration: fixture modules every test directory can use."""
 
-pytest_plugins = ["tests.fixtures.airflow", "tests.fixtures.seaweed", "tests.fixtures.pipelines"]
+pytest_plugins = [
+    "tests.fixtures.airflow",
+    "tests.fixtures.seaweed",
+    "tests.fixtures.pipelines",
+    "tests.fixtures.spark_cluster",
+]

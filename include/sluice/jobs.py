@@ -56,7 +56,8 @@ def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
     )
     spark = spark_session(f"sluice-{spec.name}-epoch-{epoch}", s3=spec.s3)
     spark.sparkContext.addPyFile(str(package_zip()))
-    record = process_epoch(rt, spark, epoch)
+    executor_sluice = _executor_import_path(spark)
+    record = process_epoch(rt, spark, epoch, engine={"executor_sluice": executor_sluice})
     assert record.result is not None
     return {
         "pipeline": spec.name,
@@ -65,4 +66,16 @@ def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
         "stats": record.result.stats.to_dict(),
         "spark_master": spark.sparkContext.master,
         "spark_application_id": spark.sparkContext.applicationId,
+        "executor_sluice": executor_sluice,
     }
+
+
+def _executor_import_path(spark: Any) -> str:
+    """Where an executor's Python imports ``sluice`` from (the shipped zip on a cluster)."""
+
+    def where(_: Any) -> str:
+        import sluice.exceptions
+
+        return str(sluice.exceptions.__file__)
+
+    return str(spark.sparkContext.parallelize([0], 1).map(where).first())

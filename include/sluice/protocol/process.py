@@ -10,7 +10,7 @@ A failure records the attempt as FAILED and removes what it staged; it is never 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
@@ -38,8 +38,17 @@ if TYPE_CHECKING:
 __all__ = ["process_epoch", "read_state", "state_ddl"]
 
 
-def process_epoch(rt: Runtime, spark: SparkSession, epoch: int | None = None) -> AttemptRecord:
-    """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it)."""
+def process_epoch(
+    rt: Runtime,
+    spark: SparkSession,
+    epoch: int | None = None,
+    *,
+    engine: dict[str, Any] | None = None,
+) -> AttemptRecord:
+    """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it).
+
+    ``engine`` adds to what the attempt record says about where it ran.
+    """
     latest = recover(rt)
     next_epoch = (latest.epoch if latest else 0) + 1
     if epoch is not None and epoch < next_epoch:
@@ -51,7 +60,11 @@ def process_epoch(rt: Runtime, spark: SparkSession, epoch: int | None = None) ->
         raise NoPlan(rt.name, epoch)
     now = rt.clock()
     context = spark.sparkContext
-    engine = {"spark_master": context.master, "spark_application_id": context.applicationId}
+    engine = {
+        "spark_master": context.master,
+        "spark_application_id": context.applicationId,
+        **(engine or {}),
+    }
     record = AttemptRecord(
         rt.name,
         epoch,

@@ -1,0 +1,97 @@
+"""End to end against a real Airflow (scheduler, DAG processor, triggerer, API server).
+
+Runs are triggered through the REST API with conf, as the UI's trigger form does. A fault
+(SIGKILL) injected in ``commit`` of epoch 2 makes Airflow retry only ``commit``, which
+finishes the commit without reprocessing; the output is still exactly the reference. Bad conf
+is refused (at trigger time when its shape is wrong, by ``plan`` when it names a checkpoint
+that does not exist) and writes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sluice.demo import render_click_files
+from sluice.spec import parse_spec
+
+from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
+from tests.reference import compare_rows
+
+FILES = render_click_files(files=6, events_per_file=60, seed=31)
+REFERENCE = click_reference(FILES)
+NAME = "e2e_clicks"
+DAG_ID = f"sluice__{NAME}"
+FAULT_EPOCH = 2
+
+
+def test_triggered_runs_with_a_commit_fault_are_exactly_once(
+    airflow_server_factory: Any, local_workspace: Any, tmp_path: Path
+) -> None:
+    local_workspace.put_files(FILES)
+    body = click_spec_dict(local_workspace, name=NAME)
+    body["source"]["max_files_per_epoch"] = 2
+    body["checkpoint"]["interval"] = "1d"  # the test triggers; at most one scheduled run
+    body["restart"] = {"attempts": 2, "delay": "1s", "max_delay": "2s", "multiplier": 1}
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / f"{NAME}.yaml").write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    marker = tmp_path / "fault-fired"
+    server = airflow_server_factory(
+        pipelines,
+        SLUICE_FAULT="commit.after_checkpoint",
+        SLUICE_FAULT_EPOCH=str(FAULT_EPOCH),
+        SLUICE_FAULT_ONCE=str(marker),
+    )
+    from tests.fixtures.airflow import wait_for
+
+    wait_for(f"{DAG_ID} to be parsed", lambda: server.api("GET", f"/dags/{DAG_ID}").ok, 180)
+
+    # A malformed conf is refused at trigger time, with the field named.
+    bad = server.trigger(DAG_ID, {"restore_from": "offsets", "offsets": "{not json"})
+    assert bad.status_code == 400, bad.text
+    assert "offsets" in bad.text
+
+    rt = runtime(spec)
+    runs = []
+    for conf in ({"max_records": 100}, {}, {"restore_from": "latest"}, {}):
+        r = server.trigger(DAG_ID, conf)
+        assert r.status_code == 200, r.text
+        runs.append(r.json()["dag_run_id"])
+        assert server.wait_run(DAG_ID, runs[-1]) == "success", server.logs()
+    assert marker.exists(), "the commit fault never fired"
+    # Every file read exactly once over the epochs (a scheduled run may have taken one).
+    checkpoints = [rt.repo.checkpoint(e) for e in range(1, rt.repo.latest_epoch() + 1)]
+    assert all(c is not None for c in checkpoints)
+    assert sum(c.result.stats.input_units for c in checkpoints if c) == len(FILES)
+    # max_records=100 took one 60-record file although the spec allows two per epoch.
+    [capped] = [c for c in checkpoints if c and c.run_id == runs[0]]
+    assert capped.result.stats.input_units == 1
+
+    # The run that committed epoch 2 retried only commit, and that retry did not reprocess.
+    c2 = rt.repo.checkpoint(FAULT_EPOCH)
+    assert c2 is not None and c2.run_id is not None
+    tis = server.task_instances(DAG_ID, c2.run_id)
+    tries = {t: tis[t]["try_number"] for t in ("plan", "process", "commit")}
+    assert tries == {"plan": 1, "process": 1, "commit": 2}, tries
+    assert len(rt.repo.attempts(FAULT_EPOCH)) == 1
+
+    results = committed_rows(spec, "out")
+    assert compare_rows(results, REFERENCE.emitted, keys=["user", "window_start"]) == []
+    dead = [(r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")]
+    assert sorted(dead) == sorted(REFERENCE.dead)
+
+    # An unknown checkpoint fails in plan, without retries, and writes nothing.
+    before = sorted((i.key, i.size) for i in rt.repo.store.list())
+    r = server.trigger(DAG_ID, {"restore_from": "checkpoint", "epoch": 99})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    assert server.wait_run(DAG_ID, run_id) == "failed"
+    plan = server.task_instances(DAG_ID, run_id)["plan"]
+    assert (plan["state"], plan["try_number"]) == ("failed", 1)
+    log = server.task_log(DAG_ID, run_id, "plan", 1)
+    latest = rt.repo.latest_epoch()
+    assert "no committed checkpoint 99" in log and f"committed epochs are 1..{latest}" in log
+    assert sorted((i.key, i.size) for i in rt.repo.store.list()) == before
