@@ -10,13 +10,15 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars run test lint typecheck clean java-check
+.PHONY: help venv jars run test chaos airflow airflow-stop compose-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
 	@echo "make jars       fetch the s3a jars (hadoop-aws + AWS SDK v2) into .cache/jars with Maven"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
-	@echo "make test       run the tests not marked slow (starts its own S3 server)"
+	@echo "make test       run the tests not marked slow (starts its own S3 server, Airflow, Spark)"
+	@echo "make chaos      the slow suites: the full crash matrix on S3 (not part of make test)"
+	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
 	@echo "make clean      remove caches and build leftovers (keeps $(VENV) and .cache/)"
@@ -51,8 +53,21 @@ java-check:
 	  exit 1; \
 	fi
 
-test: java-check $(INSTALLED) jars
+test: java-check $(INSTALLED) jars compose-check
 	$(BIN)/pytest -m "not slow"
+
+chaos: java-check $(INSTALLED) jars
+	$(BIN)/pytest -m slow
+
+airflow: java-check $(INSTALLED)
+	scripts/airflow-local.sh
+
+airflow-stop:
+	scripts/airflow-local.sh stop
+
+# Debian's docker-compose validates docker-compose.yaml in the tests (no engine needed).
+compose-check:
+	scripts/install-compose-check.sh
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check $(LINT_PATHS)

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# `make airflow`: a real Airflow 3 (API server, scheduler, DAG processor, triggerer) on
+# localhost with the demo pipeline, storage on the embedded default (local directories).
+# `make airflow-stop` stops it. State lives in .airflow/ (delete it to start over).
+#   AIRFLOW_PORT=8080      API server / UI port
+#   SLUICE_DATA=data/airflow  where the demo pipeline reads, writes and checkpoints
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+BIN=$ROOT/.venv/bin
+HOME_DIR=$ROOT/.airflow
+PORT=${AIRFLOW_PORT:-8080}
+URL="http://127.0.0.1:$PORT"
+SERVICES=(api-server scheduler dag-processor triggerer)
+
+stop() {
+  for name in "${SERVICES[@]}"; do
+    pidfile=$HOME_DIR/$name.pid
+    if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || kill -TERM "$(cat "$pidfile")"
+      echo "stopped $name"
+    fi
+    rm -f "$pidfile"
+  done
+}
+if [[ ${1:-start} == stop ]]; then stop; exit 0; fi
+
+mkdir -p "$HOME_DIR/logs"
+PASSWORD_FILE=$HOME_DIR/passwords.json
+if [[ ! -f $PASSWORD_FILE ]]; then
+  PASSWORD=$("$BIN/python" -c 'import secrets; print(secrets.token_urlsafe(12))')
+  printf '{"admin": "%s"}\n' "$PASSWORD" > "$PASSWORD_FILE"
+  chmod 600 "$PASSWORD_FILE"
+fi
+PASSWORD=$("$BIN/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["admin"])' "$PASSWORD_FILE")
+
+export AIRFLOW_HOME=$HOME_DIR
+export AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
+export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$PASSWORD_FILE
+export AIRFLOW__API__BASE_URL=$URL
+export AIRFLOW__API__PORT=$PORT
+export AIRFLOW__API__HOST=127.0.0.1
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL=$URL/execution/
+export SLUICE_DATA=${SLUICE_DATA:-$ROOT/data/airflow}
+[[ $SLUICE_DATA == /* || $SLUICE_DATA == *://* ]] || SLUICE_DATA=$ROOT/$SLUICE_DATA
+export PATH=$BIN:$PATH
+
+stop >/dev/null
+echo "== metadata database ($HOME_DIR/airflow.db)"
+"$BIN/airflow" db migrate >"$HOME_DIR/logs/db-migrate.log" 2>&1 || {
+  tail -20 "$HOME_DIR/logs/db-migrate.log"; exit 1; }
+echo "== pools and the Spark connection"
+"$BIN/python" -m sluice.airflow.provision --spark-master "local[2]"
+echo "== demo input in $SLUICE_DATA/in"
+"$BIN/python" - <<'PY'
+import os
+from pathlib import Path
+from sluice.demo import write_click_files
+folder = Path(os.environ["SLUICE_DATA"]) / "in"
+if folder.is_dir() and any(folder.iterdir()):
+    print(f"kept {sum(1 for _ in folder.iterdir())} existing files")
+else:
+    print(f"wrote {len(write_click_files(folder))} files")
+PY
+for name in "${SERVICES[@]}"; do
+  args=("$name")
+  [[ $name == api-server ]] && args+=(--port "$PORT" --host 127.0.0.1)
+  setsid "$BIN/airflow" "${args[@]}" >"$HOME_DIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$HOME_DIR/$name.pid"
+done
+printf "== waiting for %s " "$URL"
+for _ in $(seq 1 180); do
+  if curl -fsS "$URL/api/v2/monitor/health" >/dev/null 2>&1; then
+    echo "up"
+    cat <<MSG
+
+  Airflow UI:  $URL   (login: admin / $PASSWORD)
+  DAG:         $URL/dags/sluice__clicks_per_minute  (runs every minute; Trigger for a form)
+  data:        $SLUICE_DATA
+  history:     SLUICE_DATA=$SLUICE_DATA .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
+  logs:        $HOME_DIR/logs/
+  stop:        make airflow-stop
+MSG
+    exit 0
+  fi
+  printf "."; sleep 1
+done
+echo " not up after 180 s; see $HOME_DIR/logs/api-server.log" >&2
+tail -20 "$HOME_DIR/logs/api-server.log" >&2
+exit 1
