@@ -17,8 +17,8 @@ from sluice.exceptions import SluiceError
 __all__ = ["main"]
 
 # Tables stay readable when piped (make run, CI logs): no 80-column squeeze off a terminal.
-console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 200)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
