@@ -10,7 +10,13 @@ own: the event number is a rewindable offset. See docs/nexmark.md.
 
 from __future__ import annotations
 
-from sluice.nexmark.exceptions import InvalidEventRange, InvalidNexmarkConfig, NexmarkError
+from sluice.nexmark.exceptions import (
+    InvalidEventRange,
+    InvalidFilesRequest,
+    InvalidNexmarkConfig,
+    NexmarkError,
+)
+from sluice.nexmark.files import write_files
 from sluice.nexmark.generator import (
     DEFAULT_CONFIG,
     check_range,
@@ -41,6 +47,7 @@ __all__ = [
     "Bid",
     "EventKind",
     "InvalidEventRange",
+    "InvalidFilesRequest",
     "InvalidNexmarkConfig",
     "NexmarkConfig",
     "NexmarkError",
@@ -54,4 +61,5 @@ __all__ = [
     "last_auction_id",
     "last_person_id",
     "record_from_row",
+    "write_files",
 ]
