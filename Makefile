@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars run test chaos airflow airflow-stop compose-check lint typecheck clean java-check
+.PHONY: help venv jars run test chaos airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
@@ -53,10 +53,10 @@ java-check:
 	  exit 1; \
 	fi
 
-test: java-check $(INSTALLED) jars compose-check
+test: java-check $(INSTALLED) jars compose-check postgres-check
 	$(BIN)/pytest -m "not slow"
 
-chaos: java-check $(INSTALLED) jars
+chaos: java-check $(INSTALLED) jars postgres-check
 	$(BIN)/pytest -m slow
 
 airflow: java-check $(INSTALLED)
@@ -64,6 +64,10 @@ airflow: java-check $(INSTALLED)
 
 airflow-stop:
 	scripts/airflow-local.sh stop
+
+# A PostgreSQL server for the tests' Airflow metadata DB (the tests start their own on loopback).
+postgres-check:
+	scripts/install-postgres.sh
 
 # Debian's docker-compose validates docker-compose.yaml in the tests (no engine needed).
 compose-check:

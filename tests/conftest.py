@@ -4,5 +4,6 @@ pytest_plugins = [
     "tests.fixtures.airflow",
     "tests.fixtures.seaweed",
     "tests.fixtures.pipelines",
+    "tests.fixtures.postgres",
     "tests.fixtures.spark_cluster",
 ]
