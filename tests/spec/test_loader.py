@@ -398,7 +398,7 @@ def test_load_spec_reports_several_problems_with_the_file_path(tmp_path: Path) -
         load_spec(path)
     text = str(info.value)
     assert f"{path}: event_time.column: " in text
-    assert f"{path}: window.slide: unknown field" in text
+    assert f"{path}: window.slide: does not apply to tumbling windows" in text
     assert "(2 problems)" in text
 
 

@@ -18,8 +18,10 @@ from sluice.spec.durations import parse_duration_us
 from sluice.spec.exceptions import SpecError, SpecProblem
 from sluice.spec.model import (
     AGGREGATE_FUNCTIONS,
+    EMIT_MODES,
     NUMERIC_TYPES,
     SCHEMA_TYPES,
+    WINDOW_TYPES,
     AggregateSpec,
     CheckpointSpec,
     EventTimeSpec,
@@ -52,11 +54,14 @@ _TOP = {
     "s3",
     "restart",
     "description",
+    "select",
+    "filter",
 }
-_SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header"}
-_EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness"}
-_WINDOW = {"type", "size"}
-_SINK = {"name", "type", "path", "format"}
+_SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header", "partition_by"}
+_EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness", "idle_timeout"}
+_WINDOW = {"type", "size", "slide", "gap", "count"}
+_SINK = {"name", "type", "path", "format", "mode"}
+_RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
 _S3 = {"endpoint_url", "region"}
 _RESTART = {"attempts", "delay", "max_delay", "multiplier"}
@@ -207,12 +212,23 @@ class _Checker:
         source = self.source(top.get("source"))
         schema = dict(source.schema) if source else {}
         event_time = self.event_time(top.get("event_time"), schema)
-        key_by = self.key_by(top.get("key_by"), schema)
+        select = self.select(top.get("select"), schema)
+        columns = {**schema, **{n: "derived" for n, _ in select}}
+        filter_ = self.filter(top.get("filter"))
+        key_by = self.key_by(top.get("key_by"), columns)
         window = self.window(top.get("window"))
-        aggregates = self.aggregates(top.get("aggregates"), schema)
-        self.string(top, "emit", "", ("on_close",), default="on_close")
+        aggregates = self.aggregates(top.get("aggregates"), columns)
+        emit = self.string(top, "emit", "", EMIT_MODES, default="on_close") or "on_close"
         checkpoint = self.checkpoint(top.get("checkpoint"))
         sinks = self.sinks(top.get("sinks"))
+        if emit == "on_update":
+            for sink in sinks:
+                if sink.mode != "upsert":
+                    self.add(
+                        f"sinks.{sink.name}.mode",
+                        "emit: on_update rewrites windows, so every sink must be an upsert sink",
+                        "add mode: upsert to the sink (or use emit: on_close)",
+                    )
         late = self.side_sink(top.get("late_records"), "late_records", name, checkpoint)
         dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
         qos = self.qos(top.get("qos", 2))
@@ -236,6 +252,9 @@ class _Checker:
             qos=qos,
             s3=s3,
             restart=restart,
+            emit=emit,  # type: ignore[arg-type]
+            select=select,
+            filter=filter_,
             origin=self.origin,
         )
 
@@ -263,9 +282,20 @@ class _Checker:
         header = data.get("header", True)
         if not isinstance(header, bool):
             self.add("source.header", f"{header!r} is not true/false", "write header: true")
-        if not (kind and path and fmt and schema):
+        partition_by = self.string(
+            data, "partition_by", "source", ("none", "directory"), default="none"
+        )
+        if not (kind and path and fmt and schema and partition_by):
             return None
-        return SourceSpec(kind, path, fmt, schema, limit, bool(header))  # type: ignore[arg-type]
+        return SourceSpec(
+            kind,  # type: ignore[arg-type]
+            path,
+            fmt,  # type: ignore[arg-type]
+            schema,
+            limit,
+            bool(header),
+            partition_by,  # type: ignore[arg-type]
+        )
 
     def schema(self, value: Any) -> tuple[tuple[str, str], ...] | None:
         if not isinstance(value, dict) or not value:
@@ -307,7 +337,42 @@ class _Checker:
             )
         bound = self.duration(data, "max_out_of_orderness", "event_time", default="0s")
         lateness = self.duration(data, "allowed_lateness", "event_time", default="0s")
-        return EventTimeSpec(column, bound, lateness) if column else None
+        idle = None
+        if data.get("idle_timeout") is not None:
+            idle = self.duration(data, "idle_timeout", "event_time", positive=True)
+        return EventTimeSpec(column, bound, lateness, idle) if column else None
+
+    def select(self, value: Any, schema: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, dict):
+            self.add(
+                "select",
+                f"expected a mapping of new column names to SQL expressions, got {_kind(value)}",
+                "e.g. {amount_eur: amount * 0.92, domain: parse_url(url, 'HOST')}",
+            )
+            return ()
+        result = []
+        for name, expression in value.items():
+            where = f"select.{name}"
+            if not isinstance(name, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", name):
+                self.add(where, "is not a valid column name", "use letters, digits and '_'")
+                continue
+            if name in schema:
+                self.add(where, "clashes with a source column", "choose another name")
+            if not isinstance(expression, str | int | float) or not str(expression).strip():
+                self.add(where, "must be a Spark SQL expression", "e.g. amount * 0.92")
+                continue
+            result.append((name, str(expression)))
+        return tuple(result)
+
+    def filter(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.add("filter", "must be a Spark SQL predicate", "e.g. amount > 0 AND url > ''")
+            return None
+        return value
 
     def key_by(self, value: Any, schema: dict[str, str]) -> tuple[str, ...]:
         if value is None:
@@ -329,9 +394,41 @@ class _Checker:
             if value is None:
                 self.add("window", "is required", "e.g. {type: tumbling, size: 1m}")
             return None
-        kind = self.string(data, "type", "window", ("tumbling",))
-        size = self.duration(data, "size", "window", positive=True)
-        return WindowSpec(kind, size) if kind else None  # type: ignore[arg-type]
+        kind = self.string(data, "type", "window", WINDOW_TYPES)
+        fields = {
+            "tumbling": {"type", "size"},
+            "hopping": {"type", "size", "slide"},
+            "session": {"type", "gap"},
+            "count": {"type", "count", "slide"},
+        }.get(kind or "", set(_WINDOW))
+        for extra in sorted(set(data) - fields):
+            if extra in _WINDOW:
+                self.add(f"window.{extra}", f"does not apply to {kind} windows",
+                         f"{kind} windows take {sorted(fields - {'type'})}")  # fmt: skip
+        if kind == "tumbling":
+            size = self.duration(data, "size", "window", positive=True)
+            return WindowSpec("tumbling", size_us=size, slide_us=size)
+        if kind == "hopping":
+            size = self.duration(data, "size", "window", positive=True)
+            slide = self.duration(data, "slide", "window", positive=True)
+            if slide > size:
+                self.add("window.slide", "is longer than window.size (records would be skipped)",
+                         "make slide <= size; slide = size is a tumbling window")  # fmt: skip
+            return WindowSpec("hopping", size_us=size, slide_us=slide)
+        if kind == "session":
+            gap = self.duration(data, "gap", "window", positive=True)
+            return WindowSpec("session", gap_us=gap)
+        if kind == "count":
+            count = self.positive_int(data, "count", "window", None)
+            if count is None:
+                self.add("window.count", "is required", "e.g. count: 100")
+                return None
+            slide = self.positive_int(data, "slide", "window", count) or count
+            if slide > count:
+                self.add("window.slide", "is larger than window.count (records would be skipped)",
+                         "make slide <= count")  # fmt: skip
+            return WindowSpec("count", count=count, count_slide=slide)
+        return None
 
     def aggregates(self, value: Any, schema: dict[str, str]) -> tuple[AggregateSpec, ...]:
         if not isinstance(value, dict) or not value:
@@ -367,7 +464,10 @@ class _Checker:
             return AggregateSpec(name, func, None)
         if schema and column not in schema:
             self.add(where, f"{column!r} is not a schema column", f"use one of {list(schema)}")
-        elif func in ("sum", "avg") and schema and schema[column] not in NUMERIC_TYPES:
+        elif func in ("sum", "avg") and schema.get(column, "derived") not in (
+            *NUMERIC_TYPES,
+            "derived",
+        ):
             self.add(
                 where,
                 f"{func} needs a numeric column; {column!r} is {schema[column]}",
@@ -375,7 +475,7 @@ class _Checker:
             )
         elif func in ("min", "max") and schema and schema[column] == "boolean":
             self.add(where, f"{func} of a boolean column is not supported", "use count")
-        if name in schema or name in ("window_start", "window_end"):
+        if name in schema or name in _RESERVED_OUTPUT:
             self.add(where, "clashes with an input or window column name", "choose another name")
         return AggregateSpec(name, func, column)
 
@@ -390,9 +490,10 @@ class _Checker:
         kind = self.string(data, "type", field, ("files",))
         path = self.string(data, "path", field)
         fmt = self.string(data, "format", field, ("parquet", "jsonl"), default="parquet")
-        if not (kind and path and fmt):
+        mode = self.string(data, "mode", field, ("append", "upsert"), default="append")
+        if not (kind and path and fmt and mode):
             return None
-        return SinkSpec(sink_name, kind, path, fmt)  # type: ignore[arg-type]
+        return SinkSpec(sink_name, kind, path, fmt, mode)  # type: ignore[arg-type]
 
     def sinks(self, value: Any) -> tuple[SinkSpec, ...]:
         if not isinstance(value, list) or not value:

@@ -14,7 +14,9 @@ from sluice.storage.s3options import S3Options
 
 __all__ = [
     "AGGREGATE_FUNCTIONS",
+    "EMIT_MODES",
     "SCHEMA_TYPES",
+    "WINDOW_TYPES",
     "AggregateSpec",
     "CheckpointSpec",
     "EventTimeSpec",
@@ -26,19 +28,38 @@ __all__ = [
 
 SCHEMA_TYPES = ("string", "int", "long", "double", "float", "boolean", "timestamp", "date")
 NUMERIC_TYPES = ("int", "long", "double", "float")
-AGGREGATE_FUNCTIONS = ("count", "sum", "min", "max", "avg")
+AGGREGATE_FUNCTIONS = (
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "count_distinct",
+    "approx_count_distinct",
+    "first",
+    "last",
+)
+WINDOW_TYPES = ("tumbling", "hopping", "session", "count")
+EMIT_MODES = ("on_close", "on_update")
 SourceFormat = Literal["jsonl", "csv", "parquet"]
 SinkFormat = Literal["parquet", "jsonl"]
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    type: Literal["files"]
+    type: Literal["files", "nexmark"]
     path: str
     format: SourceFormat
     schema: tuple[tuple[str, str], ...]
     max_files_per_epoch: int | None = None
     header: bool = True  # csv only: the first line of every file is a header
+    # files: "none" (one partition) or "directory" (each first-level folder is a partition)
+    partition_by: Literal["none", "directory"] = "none"
+    # source-type specific settings (e.g. the nexmark generator's), as sorted (name, value)
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
 
     def column_type(self, name: str) -> str:
         return dict(self.schema)[name]
@@ -49,12 +70,34 @@ class EventTimeSpec:
     column: str
     max_out_of_orderness_us: int
     allowed_lateness_us: int = 0
+    # a partition whose newest event time is this far behind the newest of all partitions
+    # stops holding the global watermark back (None: never)
+    idle_timeout_us: int | None = None
 
 
 @dataclass(frozen=True)
 class WindowSpec:
-    type: Literal["tumbling"]
-    size_us: int
+    """``tumbling(size)``, ``hopping(size, slide)``, ``session(gap)``, ``count(count, slide)``."""
+
+    type: Literal["tumbling", "hopping", "session", "count"]
+    size_us: int = 0
+    slide_us: int = 0  # hopping; equals size_us for tumbling
+    gap_us: int = 0  # session
+    count: int = 0  # count windows: records per window
+    count_slide: int = 0  # count windows: a new window every count_slide records
+
+    def shape(self) -> dict[str, Any]:
+        fields = {
+            "tumbling": ("size_us",),
+            "hopping": ("size_us", "slide_us"),
+            "session": ("gap_us",),
+            "count": ("count", "count_slide"),
+        }[self.type]
+        return {"type": self.type, **{f: getattr(self, f) for f in fields}}
+
+    @property
+    def time_based(self) -> bool:
+        return self.type != "count"
 
 
 @dataclass(frozen=True)
@@ -76,6 +119,7 @@ class SinkSpec:
     type: Literal["files"]
     path: str
     format: SinkFormat
+    mode: Literal["append", "upsert"] = "append"
 
 
 @dataclass(frozen=True)
@@ -112,7 +156,9 @@ class PipelineSpec:
     late_records: SinkSpec
     dead_letters: SinkSpec
     checkpoint: CheckpointSpec
-    emit: Literal["on_close"] = "on_close"
+    emit: Literal["on_close", "on_update"] = "on_close"
+    select: tuple[tuple[str, str], ...] = ()  # derived columns: (name, Spark SQL expression)
+    filter: str | None = None  # Spark SQL predicate applied before windowing
     qos: int = 2
     s3: S3Options | None = None
     restart: RestartSpec = field(default_factory=RestartSpec)
@@ -121,12 +167,15 @@ class PipelineSpec:
     def state_shape(self) -> dict[str, Any]:
         """What the keyed window state depends on: a checkpoint restored under a spec with a
         different shape would be misread, so the shape is stored and compared."""
-        return {
-            "key_by": {k: self.source.column_type(k) for k in self.key_by},
+        shape: dict[str, Any] = {
+            "key_by": {k: dict(self.source.schema).get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,
-            "window": {"type": self.window.type, "size_us": self.window.size_us},
+            "window": self.window.shape(),
             "aggregates": {a.name: a.expression for a in self.aggregates},
         }
+        if self.select:
+            shape["select"] = dict(self.select)
+        return shape
 
     def fingerprint(self) -> str:
         """A short stable hash of :meth:`state_shape`."""
