@@ -144,7 +144,7 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         process_seconds=result.process_seconds,
         commit_seconds=marker.commit_seconds if marker else None,
         reconciles=result.stats.records_read
-        == result.stats.accepted + result.stats.late + result.stats.dead,
+        == result.stats.accepted + result.stats.late + result.stats.dead + result.stats.filtered,
         run_id=checkpoint.run_id,
     )
     return row

@@ -59,7 +59,11 @@ class StateRef:
 
 @dataclass(frozen=True)
 class EpochStats:
-    """Per-epoch counts. ``records_read == accepted + late + dead`` always holds."""
+    """Per-epoch counts. ``records_read == accepted + late + dead + filtered`` always holds.
+
+    ``late_rows`` counts the late sink's rows: one per (late record, missed window), so a
+    hopping record that missed several windows gives several.
+    """
 
     records_read: int = 0
     accepted: int = 0
@@ -68,6 +72,8 @@ class EpochStats:
     windows_emitted: int = 0
     windows_open: int = 0
     input_units: int = 0
+    filtered: int = 0
+    late_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

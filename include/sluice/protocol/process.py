@@ -27,15 +27,13 @@ from sluice.protocol.model import (
 from sluice.protocol.recovery import abort_attempt, recover
 from sluice.protocol.runtime import Runtime
 from sluice.sinks.base import Prepared
-from sluice.sources.parsing import SPARK_TYPES
 from sluice.storage import to_spark_uri
-from sluice.windows import EpochFrames, compute_epoch, emitted_rows, open_state, window_keys
-from sluice.windows.aggregates import partial_schema
+from sluice.windows import EpochFrames, compute_epoch, emitted_rows, open_state, state_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["process_epoch", "read_state", "state_ddl"]
+__all__ = ["process_epoch", "read_state"]
 
 
 def process_epoch(
@@ -105,7 +103,7 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
         source_uri=rt.source.location,
     )
     try:
-        emitted, still_open = _window_counts(frames)
+        emitted, still_open = _window_counts(rt, frames)
         state = _write_state(rt, frames, still_open, plan.epoch, attempt)
         rt.faults.hit("process.after_state", plan.epoch)
         prepared = _prepare_sinks(rt, frames, emitted, plan.epoch, attempt)
@@ -121,28 +119,40 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
         emitted,
         still_open,
         rng.units,
+        counts.filtered,
+        counts.late_rows,
     )
     return EpochResult(
         stats=stats,
         watermark=frames.watermark,
-        watermark_us=frames.watermark.watermark_us(rt.spec.event_time.max_out_of_orderness_us),
+        watermark_us=frames.watermark_us,
         state=state,
         prepared=prepared,
         process_seconds=round(rt.clock() - started, 6),
     )
 
 
-def _window_counts(frames: EpochFrames) -> tuple[int, int]:
-    rows = frames.merged.groupBy("_closed").count().collect()
-    by_flag = {bool(r["_closed"]): int(r["count"]) for r in rows}
-    return by_flag.get(True, 0), by_flag.get(False, 0)
+def _window_counts(rt: Runtime, frames: EpochFrames) -> tuple[int, int]:
+    """(result rows this epoch emits, windows left open)."""
+    rows = frames.merged.groupBy("_closed", "_new").count().collect()
+    by_flags = {(bool(r["_closed"]), bool(r["_new"])): int(r["count"]) for r in rows}
+    still_open = sum(n for (closed, _), n in by_flags.items() if not closed)
+    if rt.spec.emit == "on_update":
+        emitted = sum(n for (_, new), n in by_flags.items() if new)
+        if frames.deletes is not None:
+            emitted += frames.deletes.count()
+    else:
+        emitted = sum(n for (closed, _), n in by_flags.items() if closed)
+    return emitted, still_open
 
 
 def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int, attempt: str) -> StateRef:
+    if frames.counters is not None:
+        rows += frames.counters.count()
     if rows == 0:
         return StateRef()
     uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
-    open_state(frames.merged).write.mode("errorifexists").parquet(to_spark_uri(uri))
+    open_state(frames, rt.spec).write.mode("errorifexists").parquet(to_spark_uri(uri))
     return StateRef(uri, rows)
 
 
@@ -150,31 +160,24 @@ def _prepare_sinks(
     rt: Runtime, frames: EpochFrames, emitted: int, epoch: int, attempt: str
 ) -> tuple[Prepared, ...]:
     outputs: dict[str, tuple[DataFrame, int]] = {
-        "results": (emitted_rows(frames.merged, rt.spec), emitted),
-        "late": (frames.late, frames.counts.late),
+        "results": (emitted_rows(frames, rt.spec, epoch), emitted),
+        "late": (frames.late, frames.counts.late_rows),
         "dead": (frames.dead, frames.counts.dead),
     }
     prepared = []
     for role in rt.sinks:
         df, rows = outputs[role.role]
+        sink_spec = getattr(role.sink, "spec", None)
+        if role.role == "results" and getattr(sink_spec, "mode", "append") == "append":
+            df = df.drop("_op", "_epoch")
         prepared.append(role.sink.prepare(epoch, attempt, df, rows))
     return tuple(prepared)
 
 
-def state_ddl(rt: Runtime) -> str:
-    """The Spark schema of the window-state snapshot."""
-    kinds = dict(rt.spec.source.schema)
-    fields = [(k, SPARK_TYPES[kinds[k]]) for k in rt.spec.key_by]
-    fields += [("_ws", "bigint"), ("_we", "bigint"), *partial_schema(rt.spec)]
-    return ", ".join(f"`{name}` {kind}" for name, kind in fields)
-
-
 def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:
-    """The window state ``S_k`` a plan starts from (None when empty)."""
+    """The window state ``S_k`` a plan starts from (None when empty). Parquet carries its own
+    schema (derived key columns have no declared type); the columns are put in state order."""
     if ref.uri is None or ref.rows == 0:
         return None
-    frame = spark.read.schema(state_ddl(rt)).parquet(to_spark_uri(ref.uri))
-    return frame.select(
-        *[F.col(f"`{c}`") for c in [*window_keys(rt.spec)]],
-        *[F.col(f"`{n}`") for n, _ in partial_schema(rt.spec)],
-    )
+    frame = spark.read.parquet(to_spark_uri(ref.uri))
+    return frame.select(*[F.col(f"`{c}`") for c in state_columns(rt.spec)])

@@ -1,9 +1,12 @@
 """The ``files`` source: JSON lines / CSV / Parquet objects under a local or S3 prefix.
 
 Offsets are positions in the key order of the objects: an epoch reads the next files whose
-keys sort after the committed ``after_key``. The source is one partition ordered by
-``(file key, line)``. A new file that sorts at or before the committed offset is an error
-(:class:`FileBehindOffset`), never skipped silently.
+keys sort after the committed ``after_key``. By default the source is one partition ordered
+by ``(file key, line)``. With ``partition_by: directory`` every first-level folder is a
+partition, and files are read in the order (name inside the partition, partition), so
+time-named files of several partitions interleave as concurrent streams do. A new file that
+sorts at or before the committed offset
+is an error (:class:`FileBehindOffset`), never skipped silently.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
+from pyspark.sql import functions as F
 
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
@@ -143,10 +147,11 @@ class FilesSource(Source):
         self, start: Offset, max_units: int | None, max_records: int | None = None
     ) -> FilesRange | None:
         assert isinstance(start, FilesOffset)
-        keys = self.list_keys()
-        behind = [k for k in keys if start.after_key is not None and k <= start.after_key]
+        keys = sorted(self.list_keys(), key=self.order)
+        after = None if start.after_key is None else self.order(start.after_key)
+        behind = [k for k in keys if after is not None and self.order(k) <= after]
         changed = self._check_behind(start, behind)
-        fresh = [k for k in keys if start.after_key is None or k > start.after_key]
+        fresh = [k for k in keys if after is None or self.order(k) > after]
         limit = max_units or self.spec.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
@@ -193,12 +198,22 @@ class FilesSource(Source):
         after = data.get("after_key")
         if after is not None and (not isinstance(after, str) or not after):
             raise ValueError(f"after_key must be a file key (a string) or null, not {after!r}")
-        behind = [k for k in self.list_keys() if after is not None and k <= after]
+        limit = None if after is None else self.order(after)
+        behind = [k for k in self.list_keys() if limit is not None and self.order(k) <= limit]
         return FilesOffset(after, len(behind), key_digest(behind))
+
+    def order(self, key: str) -> tuple[str, str]:
+        """The read order of a key: (name inside its partition, partition)."""
+        if self.spec.partition_by == "directory" and "/" in key:
+            partition, rest = key.split("/", 1)
+            return (rest, partition)
+        return (key, "")
 
     def is_before(self, a: Offset, b: Offset) -> bool:
         assert isinstance(a, FilesOffset) and isinstance(b, FilesOffset)
-        return (a.after_key or "") < (b.after_key or "")
+        if b.after_key is None:
+            return False
+        return a.after_key is None or self.order(a.after_key) < self.order(b.after_key)
 
     def _check_behind(self, start: FilesOffset, behind: list[str]) -> tuple[int, str] | None:
         """None when the files behind the offset are exactly those consumed; otherwise the new
@@ -217,10 +232,15 @@ class FilesSource(Source):
         index = [(self._qualified(spark, k), k, i) for i, k in enumerate(rng.files)]
         schema = self.spec.schema
         if self.spec.format == "parquet":
-            return parse_parquet(spark, index, schema, self.required)
-        if self.spec.format == "csv":
-            return parse_csv_lines(spark, index, schema, self.required, self.spec.header)
-        return parse_json_lines(spark, index, schema, self.required)
+            frame = parse_parquet(spark, index, schema, self.required)
+        elif self.spec.format == "csv":
+            frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
+        else:
+            frame = parse_json_lines(spark, index, schema, self.required)
+        if self.spec.partition_by == "directory":
+            folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
+            frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
+        return frame
 
     def _qualified(self, spark: SparkSession, key: str) -> str:
         """The path exactly as Spark reports it in ``_metadata.file_path``."""

@@ -1,11 +1,13 @@
 """Keyed event-time windows: watermarks, partial aggregates, one epoch's computation."""
 
-from sluice.windows.tumbling import (
+from sluice.windows.operator import (
     EpochCounts,
     EpochFrames,
+    InvalidExpression,
     compute_epoch,
     emitted_rows,
     open_state,
+    state_columns,
     window_keys,
 )
 from sluice.windows.watermarks import WatermarkState
@@ -13,9 +15,11 @@ from sluice.windows.watermarks import WatermarkState
 __all__ = [
     "EpochCounts",
     "EpochFrames",
+    "InvalidExpression",
     "WatermarkState",
     "compute_epoch",
     "emitted_rows",
     "open_state",
+    "state_columns",
     "window_keys",
 ]

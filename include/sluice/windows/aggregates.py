@@ -1,9 +1,24 @@
 """Mergeable partial aggregates: what the window state stores between epochs.
 
 Each spec aggregate becomes one or more partial columns that merge with built-in Spark
-functions (sum / min / max), so merging state with a new epoch is one ``groupBy``.
+functions, so merging state with a new epoch (or two sessions with each other) is one
+``groupBy``:
+
+=========================  ==========================================  =====================
+aggregate                  partial(s)                                  merge
+=========================  ==========================================  =====================
+count                      ``_p_<name>_n`` count                        sum
+sum, avg                   ``_p_<name>_s`` exact sum, ``_n`` count      sum, sum
+min, max                   ``_p_<name>_m`` extreme                      min / max
+count_distinct             ``_p_<name>_d`` array of distinct values     union (flatten+distinct)
+approx_count_distinct      ``_p_<name>_h`` HLL sketch (lgK 12)          ``hll_union_agg``
+first, last                ``_p_<name>_r`` struct(ts, epoch, file, line, value)  min / max
+=========================  ==========================================  =====================
+
 Sums of floating-point columns are kept as DECIMAL(38, 12): decimal addition is associative,
 so a window's sum does not depend on how the input was cut into epochs (split invariance).
+``first``/``last`` order records by event time, then position (epoch, file, line) — a total
+order that does not depend on the cut either.
 """
 
 from __future__ import annotations
@@ -11,91 +26,135 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sluice.sources.parsing import SPARK_TYPES
 from sluice.spec.model import AggregateSpec, PipelineSpec
 
-__all__ = ["finalize_columns", "merge_columns", "partial_columns", "partial_schema"]
+__all__ = [
+    "HLL_LG_K",
+    "finalize_columns",
+    "merge_columns",
+    "partial_columns",
+    "partial_names",
+]
 
 EXACT_SUM = "decimal(38,12)"
+HLL_LG_K = 12
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+_HLL_NATIVE = ("int", "bigint", "string", "binary")
 
 
-def _n(agg: AggregateSpec) -> str:
-    return f"_p_{agg.name}_n"
+def _p(agg: AggregateSpec, suffix: str) -> str:
+    return f"_p_{agg.name}_{suffix}"
 
 
-def _s(agg: AggregateSpec) -> str:
-    return f"_p_{agg.name}_s"
+def _suffixes(agg: AggregateSpec) -> tuple[str, ...]:
+    return {
+        "count": ("n",),
+        "sum": ("s", "n"),
+        "avg": ("s", "n"),
+        "min": ("m",),
+        "max": ("m",),
+        "count_distinct": ("d",),
+        "approx_count_distinct": ("h",),
+        "first": ("r",),
+        "last": ("r",),
+    }[agg.func]
 
 
-def _m(agg: AggregateSpec) -> str:
-    return f"_p_{agg.name}_m"
+def partial_names(spec: PipelineSpec) -> list[str]:
+    """The partial columns, in state order."""
+    return [_p(a, s) for a in spec.aggregates for s in _suffixes(a)]
 
 
-def _sum_type(spec: PipelineSpec, agg: AggregateSpec) -> str:
+def _sum_type(types: dict[str, str], agg: AggregateSpec) -> str:
     assert agg.column
-    kind = spec.source.column_type(agg.column)
-    return "bigint" if kind in ("int", "long") else EXACT_SUM
+    return "bigint" if types[agg.column] in _INTEGRAL else EXACT_SUM
 
 
-def partial_columns(spec: PipelineSpec) -> list[Column]:
-    """Aggregations of one epoch's accepted records into partials."""
+def partial_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
+    """Aggregations of one epoch's accepted rows into partials.
+
+    The rows carry ``_ts_us`` (event time), ``_epoch``, ``_major`` and ``_line`` (position).
+    ``types`` maps each input column to its Spark type (``DataFrame.dtypes``).
+    """
     cols: list[Column] = []
     for agg in spec.aggregates:
         value = F.col(f"`{agg.column}`") if agg.column else None
-        if agg.func == "count":
-            cols.append((F.count(value) if value is not None else F.count("*")).alias(_n(agg)))
-        elif agg.func in ("sum", "avg"):
-            assert value is not None
-            cols.append(F.sum(value.cast(_sum_type(spec, agg))).alias(_s(agg)))
-            cols.append(F.count(value).alias(_n(agg)))
-        else:
-            assert value is not None
-            fn = F.min if agg.func == "min" else F.max
-            cols.append(fn(value).alias(_m(agg)))
+        func = agg.func
+        if func == "count":
+            cols.append((F.count(value) if value is not None else F.count("*")).alias(_p(agg, "n")))
+            continue
+        assert value is not None and agg.column
+        if func in ("sum", "avg"):
+            cols.append(F.sum(value.cast(_sum_type(types, agg))).alias(_p(agg, "s")))
+            cols.append(F.count(value).alias(_p(agg, "n")))
+        elif func in ("min", "max"):
+            cols.append((F.min if func == "min" else F.max)(value).alias(_p(agg, "m")))
+        elif func == "count_distinct":
+            cols.append(F.array_sort(F.collect_set(value)).alias(_p(agg, "d")))
+        elif func == "approx_count_distinct":
+            native = types[agg.column] in _HLL_NATIVE
+            cols.append(
+                F.hll_sketch_agg(value if native else value.cast("string"), HLL_LG_K).alias(
+                    _p(agg, "h")
+                )
+            )
+        else:  # first / last
+            ranked = F.struct(
+                F.col("_ts_us").alias("t"),
+                F.col("_epoch").alias("e"),
+                F.col("_major").alias("f"),
+                F.col("_line").alias("l"),
+                value.alias("v"),
+            )
+            cols.append((F.min if func == "first" else F.max)(ranked).alias(_p(agg, "r")))
     return cols
 
 
-def merge_columns(spec: PipelineSpec) -> list[Column]:
-    """Aggregations that merge partials (from state and from the epoch) into one row."""
+def merge_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
+    """Aggregations that merge partial rows (from state and from the epoch) into one."""
     cols: list[Column] = []
     for agg in spec.aggregates:
-        if agg.func in ("count", "sum", "avg"):
-            cols.append(F.sum(_n(agg)).alias(_n(agg)))
-        if agg.func in ("sum", "avg"):
-            cols.append(F.sum(_s(agg)).cast(_sum_type(spec, agg)).alias(_s(agg)))
-        if agg.func in ("min", "max"):
-            fn = F.min if agg.func == "min" else F.max
-            cols.append(fn(_m(agg)).alias(_m(agg)))
+        func = agg.func
+        if func in ("count", "sum", "avg"):
+            cols.append(F.sum(_p(agg, "n")).alias(_p(agg, "n")))
+        if func in ("sum", "avg"):
+            cols.append(F.sum(_p(agg, "s")).cast(_sum_type(types, agg)).alias(_p(agg, "s")))
+        elif func in ("min", "first"):
+            name = _p(agg, "m" if func == "min" else "r")
+            cols.append(F.min(name).alias(name))
+        elif func in ("max", "last"):
+            name = _p(agg, "m" if func == "max" else "r")
+            cols.append(F.max(name).alias(name))
+        elif func == "count_distinct":
+            name = _p(agg, "d")
+            cols.append(F.array_sort(F.array_distinct(F.flatten(F.collect_list(name)))).alias(name))
+        elif func == "approx_count_distinct":
+            name = _p(agg, "h")
+            cols.append(F.hll_union_agg(name).alias(name))
     return cols
 
 
-def finalize_columns(spec: PipelineSpec) -> list[Column]:
+def finalize_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
     """The user-facing aggregate columns, named as in the spec (SQL null semantics)."""
     cols: list[Column] = []
     for agg in spec.aggregates:
-        n, s = F.col(_n(agg)), F.col(_s(agg))
-        if agg.func == "count":
-            out = n
-        elif agg.func == "sum":
-            kind = "bigint" if _sum_type(spec, agg) == "bigint" else "double"
-            out = F.when(n > 0, s.cast(kind))
-        elif agg.func == "avg":
-            out = F.when(n > 0, s.cast("double") / n)
+        func = agg.func
+        if func == "count":
+            out = F.col(_p(agg, "n"))
+        elif func in ("sum", "avg"):
+            n, s = F.col(_p(agg, "n")), F.col(_p(agg, "s"))
+            if func == "avg":
+                out = F.when(n > 0, s.cast("double") / n)
+            else:
+                integral = _sum_type(types, agg) == "bigint"
+                out = F.when(n > 0, s.cast("bigint" if integral else "double"))
+        elif func in ("min", "max"):
+            out = F.col(_p(agg, "m"))
+        elif func == "count_distinct":
+            out = F.size(_p(agg, "d")).cast("bigint")
+        elif func == "approx_count_distinct":
+            out = F.coalesce(F.hll_sketch_estimate(_p(agg, "h")), F.lit(0)).cast("bigint")
         else:
-            out = F.col(_m(agg))
+            out = F.col(_p(agg, "r")).getField("v")
         cols.append(out.alias(agg.name))
     return cols
-
-
-def partial_schema(spec: PipelineSpec) -> list[tuple[str, str]]:
-    """(column, Spark SQL type) of the partial columns, in state order."""
-    fields: list[tuple[str, str]] = []
-    for agg in spec.aggregates:
-        if agg.func in ("count", "sum", "avg"):
-            fields.append((_n(agg), "bigint"))
-        if agg.func in ("sum", "avg"):
-            fields.append((_s(agg), _sum_type(spec, agg)))
-        if agg.func in ("min", "max"):
-            assert agg.column
-            fields.append((_m(agg), SPARK_TYPES[spec.source.column_type(agg.column)]))
-    return fields

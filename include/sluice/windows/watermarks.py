@@ -20,11 +20,27 @@ class WatermarkState:
 
     max_event_time_us: dict[str, int] = field(default_factory=dict)
 
-    def watermark_us(self, bound_us: int) -> int | None:
-        """Global watermark: min over partitions of (max event time - bound)."""
+    def watermark_us(self, bound_us: int, idle_timeout_us: int | None = None) -> int | None:
+        """Global watermark: min over the active partitions of (max event time - bound).
+
+        With ``idle_timeout_us``, a partition whose max event time is more than that behind
+        the max of all partitions is idle and does not hold the watermark back.
+        """
         if not self.max_event_time_us:
             return None
-        return min(self.max_event_time_us.values()) - bound_us
+        newest = max(self.max_event_time_us.values())
+        active = [
+            v
+            for v in self.max_event_time_us.values()
+            if idle_timeout_us is None or newest - v <= idle_timeout_us
+        ]
+        return min(active) - bound_us
+
+    def idle_partitions(self, idle_timeout_us: int | None) -> list[str]:
+        if idle_timeout_us is None or not self.max_event_time_us:
+            return []
+        newest = max(self.max_event_time_us.values())
+        return sorted(p for p, v in self.max_event_time_us.items() if newest - v > idle_timeout_us)
 
     def advanced(self, maxima: Iterable[tuple[str, int]]) -> WatermarkState:
         merged = dict(self.max_event_time_us)

@@ -1,0 +1,505 @@
+"""One epoch of keyed windows — tumbling, hopping, session or count — as Spark DataFrames.
+
+1. derive the ``select:`` columns and classify every record: dead letter (unparseable),
+   filtered (``filter:`` is not true), late (every window it belongs to closed at its
+   position), or accepted;
+2. assign accepted records to windows and fold them into per-(key, window) partial
+   aggregates; merge them with the window state carried from the previous checkpoint
+   (sessions: merge every overlapping session of a key into one);
+3. mark the windows that closed at the new global watermark (count windows: that are full)
+   and the windows this epoch changed; emit closed (``on_close``) or changed (``on_update``)
+   windows; the rest is the new state.
+
+Everything is built-in Spark expressions, window functions and joins — no Python UDFs. The
+exact rules are in docs/windows-and-watermarks.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from sluice.exceptions import SluiceError
+from sluice.windows.aggregates import (
+    finalize_columns,
+    merge_columns,
+    partial_columns,
+    partial_names,
+)
+from sluice.windows.watermarks import WatermarkState, prefix_maxima
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.spec.model import PipelineSpec
+
+__all__ = [
+    "EpochCounts",
+    "EpochFrames",
+    "InvalidExpression",
+    "compute_epoch",
+    "emitted_rows",
+    "open_state",
+    "state_columns",
+    "window_keys",
+]
+
+DEAD, FILTERED, LATE, ACCEPTED = "dead", "filtered", "late", "accepted"
+COUNTER = -1  # count windows: the state row holding how many records a key has had
+
+
+class InvalidExpression(SluiceError):
+    """A ``select:`` or ``filter:`` expression Spark cannot analyse."""
+
+    def __init__(self, pipeline: str, field: str, expression: str, reason: str) -> None:
+        first = reason.strip().splitlines()[0] if reason.strip() else reason
+        super().__init__(
+            f"pipeline {pipeline}: {field}: Spark cannot evaluate {expression!r}: {first}. "
+            "Fix the expression (Spark SQL syntax) in the spec."
+        )
+
+
+@dataclass(frozen=True)
+class EpochCounts:
+    records_read: int
+    accepted: int
+    late: int
+    dead: int
+    filtered: int = 0
+    late_rows: int = 0  # rows for the late sink: one per (late record, missed window)
+
+    def reconciles(self) -> bool:
+        return self.records_read == self.accepted + self.late + self.dead + self.filtered
+
+
+@dataclass(frozen=True)
+class EpochFrames:
+    """What an epoch produces; the frames are lazy except where counts were taken."""
+
+    counts: EpochCounts
+    watermark: WatermarkState
+    watermark_us: int | None  # the global watermark after the epoch (idle rule applied)
+    dead: DataFrame
+    late: DataFrame
+    merged: DataFrame  # every touched or carried window: partials, _closed, _new
+    deletes: DataFrame | None  # sessions this epoch replaced (keys, _ws, _we)
+    counters: DataFrame | None  # count windows: per-key record counts (state rows)
+    types: dict[str, str]
+    cached: tuple[DataFrame, ...]
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+
+
+def window_keys(spec: PipelineSpec) -> list[str]:
+    """The columns that identify one window of one key."""
+    if spec.window.type == "count":
+        return [*spec.key_by, "_wi"]
+    return [*spec.key_by, "_ws", "_we"]
+
+
+def state_columns(spec: PipelineSpec) -> list[str]:
+    """The columns of a state snapshot row, in order."""
+    extra = ["_ws", "_we", "_cnt"] if spec.window.type == "count" else []
+    return [*window_keys(spec), *extra, *partial_names(spec)]
+
+
+def compute_epoch(
+    spark: SparkSession,
+    records: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    state: DataFrame | None,
+    *,
+    epoch: int,
+    source_uri: str,
+) -> EpochFrames:
+    """Classify, assign, aggregate and merge one epoch (see the module docstring)."""
+    et = spec.event_time
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    records = records.withColumn(
+        "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
+    )
+    maxima = _maxima(records)
+    watermark = carried.advanced((p, v) for p, _, v in maxima)
+    before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    frame = _derive(records, spec).withColumn("_epoch", F.lit(epoch).cast("long"))
+    types = dict(frame.dtypes)
+    if spec.window.time_based:
+        frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
+    classified = _classify(frame, spec).persist(StorageLevel.MEMORY_AND_DISK)
+    cached: list[DataFrame] = [records, classified]
+
+    counters = None
+    if spec.window.type == "count":
+        partials, counters = _count_partials(classified, spec, types, state)
+        late = _late_rows(classified.where(F.lit(False)), spec, epoch)
+    else:
+        assigned = _assign(classified, spec)
+        if spec.window.type != "session":
+            assigned = assigned.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(assigned)
+        accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
+        partials = accepted.groupBy(*window_keys(spec)).agg(*partial_columns(spec, types))
+        late = _late_rows(assigned.where(F.col("_missed")), spec, epoch)
+    partials = partials.withColumn("_new", F.lit(True))
+
+    windows = _windows_of_state(state, spec)
+    if spec.window.type == "session":
+        merged, deletes = _merge_sessions(partials, windows, spec, types)
+    else:
+        merged, deletes = _merge(partials, windows, spec, types), None
+    merged = merged.withColumn("_closed", _closed(spec, after_us)).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    cached.append(merged)
+    if counters is not None:
+        counters = counters.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(counters)
+    if deletes is not None:
+        deletes = deletes.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(deletes)
+    counts = _counts(classified, late)
+    return EpochFrames(
+        counts=counts,
+        watermark=watermark,
+        watermark_us=after_us,
+        dead=_dead_rows(classified, spec, epoch, source_uri),
+        late=late,
+        merged=merged,
+        deletes=deletes,
+        counters=counters,
+        types=types,
+        cached=tuple(cached),
+    )
+
+
+# -- classification -------------------------------------------------------------------------
+
+
+def _maxima(records: DataFrame) -> list[tuple[str, int, int]]:
+    rows = (
+        records.where(F.col("_ts_us").isNotNull())
+        .groupBy("_partition", "_major")
+        .agg(F.max("_ts_us").alias("m"))
+        .collect()
+    )
+    return [(r["_partition"], int(r["_major"]), int(r["m"])) for r in rows]
+
+
+def _derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The ``select:`` columns, then ``_keep`` from ``filter:``."""
+    frame = records
+    for name, expression in spec.select:
+        try:  # ParseException is an AnalysisException too
+            frame = frame.withColumn(name, F.expr(expression))
+        except AnalysisException as exc:
+            raise InvalidExpression(spec.name, f"select.{name}", expression, str(exc)) from exc
+    if not spec.filter:
+        return frame.withColumn("_keep", F.lit(True))
+    try:
+        return frame.withColumn("_keep", F.coalesce(F.expr(spec.filter), F.lit(False)))
+    except AnalysisException as exc:
+        raise InvalidExpression(spec.name, "filter", spec.filter, str(exc)) from exc
+
+
+def _position_watermark(
+    spark: SparkSession,
+    frame: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    maxima: list[tuple[str, int, int]],
+    before_us: int | None,
+) -> DataFrame:
+    """``_wm``: the watermark at each record's position, floored by the global watermark the
+    epoch started from (see "Late records" in the docs)."""
+    prefixes = spark.createDataFrame(
+        prefix_maxima(carried, maxima), "_partition string, _major int, _before long"
+    )
+    in_file = Window.partitionBy("_partition", "_major").orderBy("_line")
+    earlier = in_file.rowsBetween(Window.unboundedPreceding, -1)
+    frame = frame.join(F.broadcast(prefixes), ["_partition", "_major"], "left")
+    pos_max = F.greatest("_before", F.max("_ts_us").over(earlier))
+    wm = pos_max - spec.event_time.max_out_of_orderness_us
+    if before_us is not None:
+        wm = F.greatest(wm, F.lit(before_us))
+    return frame.withColumn("_wm", wm).drop("_before")
+
+
+def _classify(frame: DataFrame, spec: PipelineSpec) -> DataFrame:
+    w = spec.window
+    lateness = spec.event_time.allowed_lateness_us
+    ts, wm = F.col("_ts_us"), F.col("_wm")
+    if w.type in ("tumbling", "hopping"):
+        last_start = ts - F.pmod(ts, F.lit(w.slide_us))
+        late = wm.isNotNull() & (last_start + w.size_us + lateness <= wm)
+    elif w.type == "session":
+        late = wm.isNotNull() & (ts + lateness <= wm)
+    else:
+        late = F.lit(False)
+    return frame.withColumn(
+        "_class",
+        F.when(F.col("_error").isNotNull(), DEAD)
+        .when(~F.col("_keep"), FILTERED)
+        .when(late, LATE)
+        .otherwise(ACCEPTED),
+    )
+
+
+def _assign(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Late and accepted records with their windows (``_ws``, ``_we``) and ``_missed``."""
+    w = spec.window
+    lateness = spec.event_time.allowed_lateness_us
+    frame = classified.where(F.col("_class").isin(ACCEPTED, LATE))
+    ts = F.col("_ts_us")
+    if w.type == "session":
+        frame = frame.withColumn("_ws", ts).withColumn("_we", ts + w.gap_us)
+        return frame.withColumn("_missed", F.col("_class") == LATE)
+    last_start = ts - F.pmod(ts, F.lit(w.slide_us))
+    if w.type == "tumbling" or w.slide_us == w.size_us:
+        frame = frame.withColumn("_ws", last_start)
+    else:
+        back = (-(-w.size_us // w.slide_us) - 1) * w.slide_us
+        starts = F.sequence(last_start - back, last_start, F.lit(w.slide_us))
+        frame = frame.withColumn("_ws", F.explode(starts)).where(F.col("_ws") + w.size_us > ts)
+    frame = frame.withColumn("_we", F.col("_ws") + w.size_us)
+    missed = F.col("_wm").isNotNull() & (F.col("_we") + lateness <= F.col("_wm"))
+    return frame.withColumn("_missed", missed)
+
+
+# -- count windows -----------------------------------------------------------------------------
+
+
+def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
+    """Left join on ``keys`` where null equals null (a null key is a key like any other)."""
+    if not keys:
+        return left.join(right, F.lit(True), "left")
+    renamed = right.select(*[F.col(f"`{k}`").alias(f"_r_{k}") for k in keys], *[
+        c for c in right.columns if c not in keys
+    ])  # fmt: skip
+    cond = [F.col(f"`{k}`").eqNullSafe(F.col(f"`_r_{k}`")) for k in keys]
+    joined = left.join(renamed, cond, "left")
+    return joined.drop(*[f"_r_{k}" for k in keys])
+
+
+def _count_partials(
+    classified: DataFrame, spec: PipelineSpec, types: dict[str, str], state: DataFrame | None
+) -> tuple[DataFrame, DataFrame]:
+    """Partials of count windows (``_wi``, ``_cnt``, min/max event time) and the new per-key
+    record counters."""
+    w = spec.window
+    keys = list(spec.key_by)
+    accepted = classified.where(F.col("_class") == ACCEPTED)
+    key_cols = [F.col(f"`{k}`") for k in keys]
+    if state is not None:
+        carried = state.where(F.col("_wi") == COUNTER).select(
+            *key_cols, F.col("_cnt").alias("_seen")
+        )
+    else:
+        carried = accepted.sparkSession.createDataFrame(
+            [], accepted.select(*key_cols, F.lit(0).cast("long").alias("_seen")).schema
+        )
+    order = Window.partitionBy(*key_cols).orderBy("_epoch", "_major", "_line")
+    seq = F.row_number().over(order) - 1 + F.coalesce(F.col("_seen"), F.lit(0))
+    numbered = _null_safe_join(accepted, carried, keys).withColumn("_seq", seq.cast("long"))
+    lo = F.greatest(F.lit(0), F.ceil((F.col("_seq") - w.count + 1) / F.lit(w.count_slide)))
+    hi = F.floor(F.col("_seq") / F.lit(w.count_slide))
+    assigned = numbered.withColumn("_wi", F.explode(F.sequence(lo.cast("long"), hi.cast("long"))))
+    partials = assigned.groupBy(*key_cols, "_wi").agg(
+        F.min("_ts_us").alias("_ws"),
+        F.max("_ts_us").alias("_we"),
+        F.count("*").alias("_cnt"),
+        *partial_columns(spec, types),
+    )
+    epoch_counts = numbered.groupBy(*key_cols).agg((F.max("_seq") + 1).alias("_cnt"))
+    counters = (
+        carried.select(*key_cols, F.col("_seen").alias("_cnt"))
+        .unionByName(epoch_counts)
+        .groupBy(*key_cols)
+        .agg(F.max("_cnt").alias("_cnt"))
+    )
+    return partials, counters
+
+
+# -- merging with state ------------------------------------------------------------------------
+
+
+def _windows_of_state(state: DataFrame | None, spec: PipelineSpec) -> DataFrame | None:
+    if state is None:
+        return None
+    if spec.window.type == "count":
+        state = state.where(F.col("_wi") != COUNTER)
+    return state.select(*[F.col(f"`{c}`") for c in state_columns(spec)]).withColumn(
+        "_new", F.lit(False)
+    )
+
+
+def _merge(
+    partials: DataFrame, state: DataFrame | None, spec: PipelineSpec, types: dict[str, str]
+) -> DataFrame:
+    if state is None:
+        return partials
+    extra: list[Column] = []
+    if spec.window.type == "count":
+        extra = [F.min("_ws").alias("_ws"), F.max("_we").alias("_we"), F.sum("_cnt").alias("_cnt")]
+    return (
+        state.unionByName(partials)
+        .groupBy(*[F.col(f"`{k}`") for k in window_keys(spec)])
+        .agg(*extra, *merge_columns(spec, types), F.max("_new").alias("_new"))
+    )
+
+
+def _merge_sessions(
+    partials: DataFrame, state: DataFrame | None, spec: PipelineSpec, types: dict[str, str]
+) -> tuple[DataFrame, DataFrame]:
+    """Merge every overlapping session of a key into one; returns the sessions and the old
+    session rows this epoch replaced (to delete from upsert sinks)."""
+    frame = partials if state is None else state.unionByName(partials)
+    key_cols = [F.col(f"`{k}`") for k in spec.key_by]
+    by_start = Window.partitionBy(*key_cols).orderBy("_ws", "_we")
+    before = by_start.rowsBetween(Window.unboundedPreceding, -1)
+    prev_end = F.max("_we").over(before)
+    starts = F.when(prev_end.isNull() | (F.col("_ws") >= prev_end), 1).otherwise(0)
+    frame = frame.withColumn("_starts", starts)
+    frame = frame.withColumn(
+        "_grp", F.sum("_starts").over(by_start.rowsBetween(Window.unboundedPreceding, 0))
+    )
+    group = Window.partitionBy(*key_cols, F.col("_grp"))
+    grouped = (
+        frame.withColumn("_g_ws", F.min("_ws").over(group))
+        .withColumn("_g_we", F.max("_we").over(group))
+        .withColumn("_g_new", F.max(F.col("_new").cast("int")).over(group) == 1)
+    )
+    deletes = grouped.where(
+        ~F.col("_new")
+        & F.col("_g_new")
+        & ((F.col("_ws") != F.col("_g_ws")) | (F.col("_we") != F.col("_g_we")))
+    ).select(*key_cols, "_ws", "_we")
+    merged = frame.groupBy(*key_cols, "_grp").agg(
+        F.min("_ws").alias("_ws"),
+        F.max("_we").alias("_we"),
+        *merge_columns(spec, types),
+        F.max("_new").alias("_new"),
+    )
+    return merged.drop("_grp"), deletes
+
+
+def _closed(spec: PipelineSpec, watermark_us: int | None) -> Column:
+    if spec.window.type == "count":
+        return F.col("_cnt") >= spec.window.count
+    if watermark_us is None:
+        return F.lit(False)
+    return F.col("_we") + spec.event_time.allowed_lateness_us <= F.lit(watermark_us)
+
+
+# -- outputs -----------------------------------------------------------------------------------
+
+
+def _counts(classified: DataFrame, late: DataFrame) -> EpochCounts:
+    by_class = {
+        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
+    }
+    accepted, late_n, dead, filtered = (
+        by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
+    )
+    late_rows = late.count() if by_class.get(LATE) else 0
+    return EpochCounts(
+        accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
+    )
+
+
+def _window_columns(spec: PipelineSpec) -> list[Column]:
+    cols = [
+        F.timestamp_micros("_ws").alias("window_start"),
+        F.timestamp_micros("_we").alias("window_end"),
+    ]
+    if spec.window.type == "count":
+        cols.append(F.col("_wi").alias("window_index"))
+    return cols
+
+
+def emitted_rows(frames: EpochFrames, spec: PipelineSpec, epoch: int) -> DataFrame:
+    """The result rows of the epoch: closed windows (``on_close``) or changed windows plus the
+    deletes of replaced sessions (``on_update``). Columns: keys, window bounds, aggregates,
+    ``_op`` and ``_epoch`` (dropped by append sinks)."""
+    keys = [F.col(f"`{k}`") for k in spec.key_by]
+    if spec.emit == "on_update":
+        chosen = frames.merged.where("_new")
+    else:
+        chosen = frames.merged.where("_closed")
+    rows = chosen.select(
+        *keys,
+        *_window_columns(spec),
+        *finalize_columns(spec, frames.types),
+        F.lit("upsert").alias("_op"),
+        F.lit(epoch).cast("long").alias("_epoch"),
+    )
+    if spec.emit == "on_update" and frames.deletes is not None:
+        nulls = [
+            F.lit(None).cast(dtype).alias(name)
+            for name, dtype in rows.dtypes
+            if name in {a.name for a in spec.aggregates}
+        ]
+        deletes = frames.deletes.select(
+            *keys,
+            *_window_columns(spec),
+            *nulls,
+            F.lit("delete").alias("_op"),
+            F.lit(epoch).cast("long").alias("_epoch"),
+        )
+        rows = rows.unionByName(deletes)
+    return rows
+
+
+def open_state(frames: EpochFrames, spec: PipelineSpec) -> DataFrame:
+    """The new state snapshot: open windows (and, for count windows, the key counters)."""
+    windows = frames.merged.where(~F.col("_closed")).select(
+        *[F.col(f"`{c}`") for c in state_columns(spec)]
+    )
+    if frames.counters is None:
+        return windows
+    counters = frames.counters.select(
+        *[F.col(f"`{k}`") for k in spec.key_by],
+        F.lit(COUNTER).cast("long").alias("_wi"),
+        F.lit(None).cast("long").alias("_ws"),
+        F.lit(None).cast("long").alias("_we"),
+        F.col("_cnt").cast("long").alias("_cnt"),
+    )
+    return windows.unionByName(counters, allowMissingColumns=True)
+
+
+def _dead_rows(classified: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
+    code_and_reason = F.split(F.col("_error"), ": ", 2)
+    return classified.where(F.col("_class") == DEAD).select(
+        F.lit(spec.name).alias("pipeline"),
+        F.lit(epoch).cast("long").alias("epoch"),
+        F.lit(source).alias("source"),
+        F.col("_file").alias("file"),
+        F.col("_line").alias("line"),
+        F.col("_raw").alias("raw"),
+        code_and_reason.getItem(0).alias("reason_code"),
+        code_and_reason.getItem(1).alias("reason"),
+    )
+
+
+def _late_rows(missed: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+    if "_ws" not in missed.columns:  # count windows: never late, but keep the schema
+        missed = missed.withColumn("_ws", F.lit(None).cast("long"))
+        missed = missed.withColumn("_we", F.lit(None).cast("long"))
+        missed = missed.withColumn("_wm", F.lit(None).cast("long"))
+    return missed.select(
+        *[F.col(f"`{c}`") for c, _ in spec.source.schema],
+        F.timestamp_micros("_ws").alias("window_start"),
+        F.timestamp_micros("_we").alias("window_end"),
+        F.timestamp_micros("_wm").alias("watermark"),
+        F.col("_file").alias("source_file"),
+        F.col("_line").alias("source_line"),
+        F.lit(epoch).cast("long").alias("epoch"),
+    )
