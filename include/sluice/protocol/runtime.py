@@ -13,6 +13,7 @@ from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
 from sluice.sinks import FilesSink, Sink
 from sluice.sources import FilesSource, Source
+from sluice.sources.nexmark import NexmarkSource
 from sluice.spec.model import PipelineSpec, SinkSpec
 from sluice.storage import ObjectStore, open_store
 
@@ -58,18 +59,25 @@ class Runtime:
         """Open the checkpoint store, the source and every sink named by ``spec``."""
         root = open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name)
         repo = Repository(root)
-        source = FilesSource(
-            spec.source,
-            open_store(spec.source.path, s3=spec.s3),
-            required=(spec.event_time.column,),
-            history=repo.planned_files,
-        )
+        source = _source(spec, repo)
         roles = [SinkRole(_files_sink(s, spec), "results") for s in spec.sinks]
         roles.append(SinkRole(_files_sink(spec.late_records, spec), "late"))
         roles.append(SinkRole(_files_sink(spec.dead_letters, spec), "dead"))
         return cls(
             spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
         )
+
+
+def _source(spec: PipelineSpec, repo: Repository) -> Source:
+    """The source ``spec.source.type`` names."""
+    if spec.source.type == "nexmark":
+        return NexmarkSource(spec.source)
+    return FilesSource(
+        spec.source,
+        open_store(spec.source.path, s3=spec.s3),
+        required=(spec.event_time.column,),
+        history=repo.planned_files,
+    )
 
 
 def _files_sink(sink: SinkSpec, spec: PipelineSpec) -> FilesSink:

@@ -58,6 +58,15 @@ _TOP = {
     "filter",
 }
 _SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header", "partition_by"}
+_NEXMARK_SOURCE = {
+    "type",
+    "events",
+    "max_events",
+    "events_per_epoch",
+    "partitions",
+    "first_event",
+    "generator",
+}
 _EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness", "idle_timeout"}
 _WINDOW = {"type", "size", "slide", "gap", "count"}
 _SINK = {"name", "type", "path", "format", "mode"}
@@ -269,12 +278,14 @@ class _Checker:
         return value
 
     def source(self, value: Any) -> SourceSpec | None:
+        if isinstance(value, dict) and value.get("type") == "nexmark":
+            return self.nexmark_source(value)
         data = self.mapping(value, "source", _SOURCE) if value is not None else None
         if data is None:
             if value is None:
                 self.add("source", "is required", "add a files source (see README 'Spec')")
             return None
-        kind = self.string(data, "type", "source", ("files",))
+        kind = self.string(data, "type", "source", ("files", "nexmark"))
         path = self.string(data, "path", "source")
         fmt = self.string(data, "format", "source", ("jsonl", "csv", "parquet"))
         schema = self.schema(data.get("schema"))
@@ -296,6 +307,71 @@ class _Checker:
             bool(header),
             partition_by,  # type: ignore[arg-type]
         )
+
+    def nexmark_source(self, value: dict[str, Any]) -> SourceSpec | None:
+        """``type: nexmark``: one event kind of the generated Nexmark stream (docs/nexmark.md)."""
+        from sluice.nexmark import EventKind, InvalidEventRange, NexmarkConfig, check_range
+        from sluice.sources.nexmark import DEFAULT_EVENTS_PER_EPOCH, nexmark_source_spec
+
+        files_only = _SOURCE - _NEXMARK_SOURCE
+        for key in sorted(set(value) & files_only):
+            if key == "schema":
+                fix = "remove it; the columns are those of source.events (docs/nexmark.md)"
+                self.add("source.schema", "is set by the generator for a nexmark source", fix)
+            else:
+                fix = f"remove it; a nexmark source takes {sorted(_NEXMARK_SOURCE - {'type'})}"
+                self.add(f"source.{key}", "does not apply to a nexmark source", fix)
+        rest = {k: v for k, v in value.items() if k not in files_only}
+        data = self.mapping(rest, "source", _NEXMARK_SOURCE) or {}
+        events = self.string(data, "events", "source", tuple(k.value for k in EventKind))
+        max_events = self.positive_int(data, "max_events", "source", None)
+        per_epoch = self.positive_int(data, "events_per_epoch", "source", DEFAULT_EVENTS_PER_EPOCH)
+        partitions = self.positive_int(data, "partitions", "source", 1)
+        first = data.get("first_event", 0)
+        if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+            self.add("source.first_event", f"{first!r} is not a whole number >= 0",
+                     "e.g. 0, the start of the stream")  # fmt: skip
+            first = 0
+        generator = self.nexmark_generator(data.get("generator"))
+        if generator is not None:
+            stop = first + (max_events or 0)
+            try:
+                check_range(first, stop, NexmarkConfig(**generator))
+            except InvalidEventRange as exc:
+                self.add("source.max_events" if max_events else "source.first_event",
+                         f"the generator cannot produce events [{first}, {stop}): {exc.reason}",
+                         "lower first_event / max_events")  # fmt: skip
+        if not events or generator is None:
+            return None
+        return nexmark_source_spec(
+            events,
+            max_events=max_events,
+            events_per_epoch=per_epoch or DEFAULT_EVENTS_PER_EPOCH,
+            partitions=partitions or 1,
+            first_event=first,
+            generator=generator,
+        )
+
+    def nexmark_generator(self, value: Any) -> dict[str, Any] | None:
+        """``source.generator``: NexmarkConfig overrides, validated (None if invalid)."""
+        from sluice.nexmark import InvalidNexmarkConfig, NexmarkConfig
+
+        if value is None:
+            return {}
+        known = set(NexmarkConfig().to_dict())
+        data = self.mapping(value, "source.generator", known)
+        if data is None:
+            return None
+        overrides = {k: v for k, v in data.items() if k in known}
+        try:
+            NexmarkConfig(**overrides)
+        except InvalidNexmarkConfig as exc:
+            for problem in exc.problems:
+                name, _, reason = problem.partition(": ")
+                self.add(f"source.generator.{name}", reason,
+                         "see docs/nexmark.md 'Configuration' for the valid values")  # fmt: skip
+            return None
+        return overrides if len(overrides) == len(data) else None
 
     def schema(self, value: Any) -> tuple[tuple[str, str], ...] | None:
         if not isinstance(value, dict) or not value:
