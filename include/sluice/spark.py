@@ -188,6 +188,9 @@ def spark_session(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         if not os.environ.get("PYSPARK_PYTHON"):
             # Python workers run this interpreter (the venv's), not whatever python3 is on PATH.
+            # An in-process context reads only the environment variable; the conf is for
+            # executors a cluster manager starts.
+            os.environ["PYSPARK_PYTHON"] = sys.executable
             conf["spark.pyspark.python"] = sys.executable
     jars = s3a_jars()
     if jars:

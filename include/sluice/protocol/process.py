@@ -101,6 +101,7 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
         read_state(spark, rt, plan.state),
         epoch=plan.epoch,
         source_uri=rt.source.location,
+        waiting=rt.source.waiting_partitions(rng),
     )
     try:
         emitted, still_open = _window_counts(rt, frames)

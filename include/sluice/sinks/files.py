@@ -8,11 +8,20 @@ Layout under the sink path::
 
 Commit moves each staged file to its final, deterministic name; a re-run after a crash skips
 files already moved, so commit is idempotent.
+
+With ``mode: upsert`` the committed files are a changelog: every row has ``_op`` (``upsert`` /
+``delete``) and ``_epoch``; :func:`read_upsert` resolves it to the current table (per key, the
+row of the highest epoch, unless that row is a delete).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import io
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
 
 from sluice.sinks.base import Prepared, Sink, StagedFile
 from sluice.spec.model import SinkSpec
@@ -21,7 +30,7 @@ from sluice.storage import ObjectStore, to_spark_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FilesSink"]
+__all__ = ["FilesSink", "read_rows", "read_upsert"]
 
 STAGING = "_staging"
 ROWS_PER_FILE = 1_000_000
@@ -88,3 +97,37 @@ class FilesSink(Sink):
     def committed_keys(self) -> list[str]:
         """Keys of the committed files (what a reader of the sink path sees)."""
         return [i.key for i in self.store.list() if not i.key.startswith((STAGING, "_", "."))]
+
+
+def read_rows(store: ObjectStore, format: str) -> list[dict[str, Any]]:
+    """Every committed row under a files sink (what a reader of the path sees)."""
+    rows: list[dict[str, Any]] = []
+    for item in store.list():
+        if item.key.startswith((STAGING, "_", ".")) or "/_" in item.key:
+            continue
+        data = store.get(item.key)
+        if format == "parquet":
+            rows.extend(pq.read_table(io.BytesIO(data)).to_pylist())
+        else:
+            rows.extend(json.loads(line) for line in data.decode().splitlines() if line.strip())
+    return rows
+
+
+def read_upsert(store: ObjectStore, format: str, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """The current table of an upsert sink: per ``keys``, the row with the highest ``_epoch``
+    unless it is a ``delete``; ``_op`` and ``_epoch`` are dropped. A key written twice in one
+    epoch is a bug in the writer and raises."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in read_rows(store, format):
+        key = tuple(row.get(k) for k in keys)
+        seen = latest.get(key)
+        if seen is not None and seen["_epoch"] == row["_epoch"]:
+            raise ValueError(f"upsert sink {store.uri()}: key {key} written twice in epoch "
+                             f"{row['_epoch']}")  # fmt: skip
+        if seen is None or row["_epoch"] > seen["_epoch"]:
+            latest[key] = row
+    return [
+        {k: v for k, v in row.items() if k not in ("_op", "_epoch")}
+        for row in latest.values()
+        if row["_op"] != "delete"
+    ]

@@ -99,3 +99,9 @@ class Source(ABC):
 
     @abstractmethod
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...
+
+    def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
+        """Partitions that had input beyond ``rng`` when it was planned (recorded in the
+        range, so replays agree). A partition never seen before holds the watermark back
+        until its first records are read. Default: none (every partition is in every range)."""
+        return ()

@@ -79,6 +79,7 @@ class FilesRange(SourceRange):
     start: FilesOffset
     files: tuple[str, ...]
     behind: tuple[int, str] | None = None  # (count, digest) of files behind start, if changed
+    waiting: tuple[str, ...] = ()  # partitions with files listed after this range
 
     @property
     def end(self) -> FilesOffset:
@@ -95,6 +96,7 @@ class FilesRange(SourceRange):
             "start": self.start.to_dict(),
             "files": list(self.files),
             "behind": list(self.behind) if self.behind else None,
+            **({"waiting": list(self.waiting)} if self.waiting else {}),
         }
 
     @classmethod
@@ -104,6 +106,7 @@ class FilesRange(SourceRange):
             FilesOffset.from_dict(data["start"]),
             tuple(data["files"]),
             (int(behind[0]), str(behind[1])) if behind else None,
+            tuple(str(p) for p in data.get("waiting", ())),
         )
 
 
@@ -151,7 +154,8 @@ class FilesSource(Source):
         after = None if start.after_key is None else self.order(start.after_key)
         behind = [k for k in keys if after is not None and self.order(k) <= after]
         changed = self._check_behind(start, behind)
-        fresh = [k for k in keys if after is None or self.order(k) > after]
+        unread = [k for k in keys if after is None or self.order(k) > after]
+        fresh = unread
         limit = max_units or self.spec.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
@@ -159,7 +163,14 @@ class FilesSource(Source):
             fresh = self._cap_records(fresh, max_records)
         if not fresh:
             return None
-        return FilesRange(start, tuple(fresh), changed)
+        waiting: tuple[str, ...] = ()
+        if self.spec.partition_by == "directory":
+            waiting = tuple(sorted({k.split("/", 1)[0] for k in unread[len(fresh) :] if "/" in k}))
+        return FilesRange(start, tuple(fresh), changed, waiting)
+
+    def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
+        assert isinstance(rng, FilesRange)
+        return rng.waiting
 
     def _cap_records(self, keys: list[str], max_records: int) -> list[str]:
         """The longest prefix of ``keys`` holding at most ``max_records`` records (whole files

@@ -119,15 +119,18 @@ def compute_epoch(
     *,
     epoch: int,
     source_uri: str,
+    waiting: tuple[str, ...] = (),
 ) -> EpochFrames:
-    """Classify, assign, aggregate and merge one epoch (see the module docstring)."""
+    """Classify, assign, aggregate and merge one epoch (see the module docstring).
+
+    ``waiting``: the partitions the source still has unread input for after this epoch."""
     et = spec.event_time
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
     records = records.withColumn(
         "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
     )
     maxima = _maxima(records)
-    watermark = carried.advanced((p, v) for p, _, v in maxima)
+    watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
     before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     frame = _derive(records, spec).withColumn("_epoch", F.lit(epoch).cast("long"))

@@ -19,6 +19,10 @@ class WatermarkState:
     """Largest event time seen so far in each partition (microseconds since the epoch)."""
 
     max_event_time_us: dict[str, int] = field(default_factory=dict)
+    # Partitions the source lists with input still unread that have never shown an event
+    # time: they hold the global watermark back (a partition is not overtaken before it
+    # starts), so results do not depend on which epoch a partition's first file falls in.
+    pending: tuple[str, ...] = ()
 
     def watermark_us(self, bound_us: int, idle_timeout_us: int | None = None) -> int | None:
         """Global watermark: min over the active partitions of (max event time - bound).
@@ -26,7 +30,7 @@ class WatermarkState:
         With ``idle_timeout_us``, a partition whose max event time is more than that behind
         the max of all partitions is idle and does not hold the watermark back.
         """
-        if not self.max_event_time_us:
+        if not self.max_event_time_us or self.pending:
             return None
         newest = max(self.max_event_time_us.values())
         active = [
@@ -42,18 +46,27 @@ class WatermarkState:
         newest = max(self.max_event_time_us.values())
         return sorted(p for p, v in self.max_event_time_us.items() if newest - v > idle_timeout_us)
 
-    def advanced(self, maxima: Iterable[tuple[str, int]]) -> WatermarkState:
+    def advanced(
+        self, maxima: Iterable[tuple[str, int]], waiting: Iterable[str] = ()
+    ) -> WatermarkState:
+        """After an epoch: the new per-partition maxima, and ``waiting`` — the partitions the
+        source still has unread input for — of which those never seen become pending."""
         merged = dict(self.max_event_time_us)
         for partition, value in maxima:
             merged[partition] = max(value, merged.get(partition, value))
-        return WatermarkState(merged)
+        pending = tuple(sorted({p for p in waiting if p not in merged}))
+        return WatermarkState(merged, pending)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_event_time_us": dict(sorted(self.max_event_time_us.items()))}
+        body: dict[str, Any] = {"max_event_time_us": dict(sorted(self.max_event_time_us.items()))}
+        if self.pending:
+            body["pending"] = list(self.pending)
+        return body
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WatermarkState:
-        return cls({str(k): int(v) for k, v in data.get("max_event_time_us", {}).items()})
+        maxima = {str(k): int(v) for k, v in data.get("max_event_time_us", {}).items()}
+        return cls(maxima, tuple(str(p) for p in data.get("pending", ())))
 
 
 def prefix_maxima(
