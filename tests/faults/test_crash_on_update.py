@@ -74,7 +74,17 @@ def uninterrupted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[
     return table
 
 
-@pytest.mark.parametrize("point", FAULT_POINTS)
+# make test runs one point per protocol step plus the commit's middle; make chaos runs the rest
+# (each case is a new JVM: ~30 s).
+IN_DEFAULT_SUITE = {"plan.after_write", "process.after_prepare", "commit.mid_sinks",
+                    "commit.after_checkpoint"}  # fmt: skip
+CASES = [
+    pytest.param(point, marks=[] if point in IN_DEFAULT_SUITE else [pytest.mark.slow])
+    for point in FAULT_POINTS
+]
+
+
+@pytest.mark.parametrize("point", CASES)
 def test_sigkill_then_resume_leaves_the_upsert_table_of_the_uninterrupted_run(
     spark: Any, local_workspace: Any, tmp_path: Path, point: str, uninterrupted: Any
 ) -> None:

@@ -9,6 +9,7 @@ bridges two sessions of one user. All nine aggregates, ``select:`` and ``filter:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from sluice.spec import parse_spec
 from sluice.storage import open_store
 
 from tests.fixtures.pipelines import runtime
-from tests.windows.data import EVENT_TIME, FILE_ORDER, SCHEMA, epoch_splits, make_files
+from tests.windows.data import (
+    BRIDGE_USER,
+    EVENT_TIME,
+    FILE_ORDER,
+    SCHEMA,
+    epoch_splits,
+    make_files,
+)
 from tests.windows.reference import compare, compute
 
 FILES = make_files(7, files_per_partition=4)
@@ -106,6 +114,7 @@ def _run(spark: Any, root: Path, window: str, emit: str, split: str) -> dict[str
     return {
         "spec": spec,
         "emitted": emitted,
+        "changelog": read_rows(store, sink.format),
         "late": read_rows(open_store(spec.late_records.path), "parquet"),
         "dead": read_rows(open_store(spec.dead_letters.path), "parquet"),
         "totals": {
@@ -167,3 +176,39 @@ def test_window_output_equals_reference_for_any_split(
     for name in ("records_read", "accepted", "late", "dead", "filtered"):
         assert totals[name] == ref.counts[name], name
     assert totals["late_rows"] == len(ref.late)
+    if (window, emit, split) == ("session", "on_update", "file_per_epoch"):
+        # Sessions that grow over 3+ epochs are re-emitted by each epoch that extends them.
+        epochs_per_session: dict[tuple[Any, Any], set[int]] = {}
+        for row in got["changelog"]:
+            if row["_op"] == "upsert":
+                key = (row["user"], row["window_start"])
+                epochs_per_session.setdefault(key, set()).add(row["_epoch"])
+        assert max(len(e) for e in epochs_per_session.values()) >= 3
+
+
+def test_the_input_has_sessions_fed_by_three_or_more_epochs(
+    references: dict[tuple[str, str], Any],
+) -> None:
+    """With one file per epoch, some final session holds records of 3+ epochs (files), and
+    the bridged user ends with one session."""
+    ref = references[("session", "on_update")]
+    epoch_of = {key: i + 1 for i, key in enumerate(ORDER)}
+    lines = {
+        (r["source_file"], r["source_line"]): json.loads(
+            FILES[r["source_file"]].splitlines()[r["source_line"] - 1]
+        )
+        for r in ref.records
+        if r["status"] == "accepted"
+    }
+    spans = []
+    for session in ref.emitted:
+        epochs = {
+            epoch_of[f]
+            for (f, line), fields in lines.items()
+            if fields["user"] == session["user"]
+            and session["window_start"].isoformat() <= fields["ts"]
+            and fields["ts"] < session["window_end"].isoformat()
+        }
+        spans.append(len(epochs))
+    assert max(spans) >= 3
+    assert len([r for r in ref.emitted if r["user"] == BRIDGE_USER]) == 1
