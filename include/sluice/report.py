@@ -73,7 +73,7 @@ def run_with_progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("files"),
+        TextColumn(rt.source.unit_name),
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
@@ -98,11 +98,8 @@ def run_with_progress(
 
 def _pending_units(rt: Runtime) -> int | None:
     latest = rt.repo.latest_checkpoint()
-    after = latest.end_offset.get("after_key") if latest else None
-    lister = getattr(rt.source, "list_keys", None)
-    if lister is None:
-        return None
-    return sum(1 for k in lister() if after is None or k > after)
+    start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
+    return rt.source.pending_units(start)
 
 
 def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:

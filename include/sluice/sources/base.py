@@ -100,6 +100,13 @@ class Source(ABC):
     @abstractmethod
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...
 
+    unit_name = "units"
+
+    def pending_units(self, start: Offset) -> int | None:
+        """How many units are available after ``start`` now (None: unknown or unbounded);
+        progress bars use it."""
+        return None
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back

@@ -168,6 +168,13 @@ class FilesSource(Source):
             waiting = tuple(sorted({k.split("/", 1)[0] for k in unread[len(fresh) :] if "/" in k}))
         return FilesRange(start, tuple(fresh), changed, waiting)
 
+    unit_name = "files"
+
+    def pending_units(self, start: Offset) -> int | None:
+        assert isinstance(start, FilesOffset)
+        after = None if start.after_key is None else self.order(start.after_key)
+        return sum(1 for k in self.list_keys() if after is None or self.order(k) > after)
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         assert isinstance(rng, FilesRange)
         return rng.waiting

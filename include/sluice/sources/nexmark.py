@@ -167,6 +167,12 @@ class NexmarkSource(Source):
     def decode_range(self, data: dict[str, Any]) -> NexmarkRange:
         return NexmarkRange.from_dict(data)
 
+    unit_name = "events"
+
+    def pending_units(self, start: Offset) -> int | None:
+        assert isinstance(start, NexmarkOffset)
+        return None if self.stop is None else max(0, self.stop - start.next_event)
+
     def plan_range(
         self, start: Offset, max_units: int | None, max_records: int | None = None
     ) -> NexmarkRange | None:
