@@ -42,6 +42,7 @@ def test_every_window_type_parses(
         ({"type": "hopping", "size": "10s", "slide": "20s"}, "window.slide", "longer than"),
         ({"type": "session", "size": "10s", "gap": "5s"}, "window.size", "does not apply"),
         ({"type": "session"}, "window.gap", "required"),
+        ({"type": "session", "gap": "5s", "max_duration": "1h"}, "window.max_duration", "not"),
         ({"type": "count"}, "window.count", "required"),
         ({"type": "count", "count": 2, "slide": 3}, "window.slide", "larger than"),
         ({"type": "count", "count": 0}, "window.count", "positive"),
