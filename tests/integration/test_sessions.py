@@ -73,3 +73,42 @@ def test_an_allowed_late_record_in_a_later_epoch_merges_two_sessions(
     ref = compute(body, files)
     assert compare(table, ref.emitted, KEYS, approx={"approx_pages": 0.05}) == []
     assert read_rows(open_store(spec.late_records.path), "parquet") == []
+
+
+def test_max_duration_pieces_move_when_an_allowed_late_record_moves_the_session_start(
+    spark: Any, tmp_path: Path
+) -> None:
+    """gap 10 s, max_duration 20 s (check points 0, 20, 40, 60 ...), bound 5 s, lateness 30 s.
+    Epoch 1: b at 21 … 49 is one session starting at 21, cut first at 60: one piece [21, 59).
+    Epoch 2: b at 19 (allowed-late: W = 45) moves the start to 19, so the first cut is 40: the
+    pieces become [19, 40) and [40, 59). The second holds no new record but is a new row; the
+    old [21, 59) is deleted."""
+    files = {
+        "0001.jsonl": "\n".join([_line("b", t) for t in (21, 28, 35, 42, 49)] + [_line("x", 50)]),
+        "0002.jsonl": "\n".join([_line("b", 19), _line("x", 52)]),
+    }
+    for name, text in files.items():
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_text(text + "\n")
+    body = _body(tmp_path, "session", "on_update")
+    body["source"]["partition_by"] = "none"
+    body.pop("filter")
+    body["window"] = {"type": "session", "gap": "10s", "max_duration": "20s"}
+    body["event_time"] = {"column": "ts", "max_out_of_orderness": "5s", "allowed_lateness": "30s"}
+    spec = parse_spec(body)
+    run_until_drained(runtime(spec), spark, max_units=1)
+
+    sink = spec.sinks[0]
+    story = sorted(
+        (r["_epoch"], r["_op"], r["window_start"].second, r["window_end"].second, r["n"])
+        for r in read_rows(open_store(sink.path), sink.format)
+        if r["user"] == "b"
+    )
+    assert story == [
+        (1, "upsert", 21, 59, 5),
+        (2, "delete", 21, 59, None),
+        (2, "upsert", 19, 40, 4),
+        (2, "upsert", 40, 59, 2),
+    ], story
+    table = read_upsert(open_store(sink.path), sink.format, KEYS)
+    assert compare(table, compute(body, files).emitted, KEYS, approx={"approx_pages": 0.05}) == []

@@ -41,6 +41,7 @@ WINDOWS = {
     "tumbling": {"type": "tumbling", "size": "1m"},
     "hopping": {"type": "hopping", "size": "1m", "slide": "20s"},
     "session": {"type": "session", "gap": "10s"},
+    "session_capped": {"type": "session", "gap": "10s", "max_duration": "30s"},
     "count": {"type": "count", "count": 5, "slide": 2},
 }
 AGGREGATES = {

@@ -385,6 +385,8 @@ class _Spec:
                 raise ValueError("hopping windows need 0 < slide <= size")
         elif kind == "session":
             shape = {"type": kind, "gap": parse_duration_us(window["gap"])}
+            if window.get("max_duration") is not None:
+                shape["max_duration"] = parse_duration_us(window["max_duration"])
         elif kind == "count":
             count = int(window["count"])
             shape = {"type": kind, "count": count, "slide": int(window.get("slide") or count)}
@@ -663,13 +665,35 @@ def _compute(
                                      THEN 1 ELSE 0 END AS _new
                       FROM pairs WHERE NOT _missed)
             """)
-            rows = _fetch(
-                con,
-                f"""
-                SELECT {keys_comma}min(_t) AS _ws, max(_t) + {gap} AS _we{aggs_comma}
-                FROM acc GROUP BY {keys_comma}_sid
-            """,
-            )
+            cap = s.window.get("max_duration")
+            if cap:
+                # Check points every `cap` (aligned): a session starting at s is cut at the
+                # first multiple c of cap with c - s >= cap, then at every multiple after it.
+                # A record's piece is max(t // cap, ceil(s / cap)); pieces start at s (the
+                # first) or at their check point, and end at last + gap or the next check point.
+                con.execute(f"""
+                    CREATE TEMP TABLE acc2 AS
+                    SELECT *, greatest(_t // {cap}, (_s + {cap} - 1) // {cap}) AS _piece
+                    FROM (SELECT *, min(_t) OVER (PARTITION BY {keys_comma}_sid) AS _s FROM acc)
+                """)
+                rows = _fetch(
+                    con,
+                    f"""
+                    SELECT {keys_comma}
+                           CASE WHEN _piece = (min(_s) + {cap} - 1) // {cap} THEN min(_s)
+                                ELSE _piece * {cap} END AS _ws,
+                           least(max(_t) + {gap}, (_piece + 1) * {cap}) AS _we{aggs_comma}
+                    FROM acc2 GROUP BY {keys_comma}_sid, _piece
+                """,
+                )
+            else:
+                rows = _fetch(
+                    con,
+                    f"""
+                    SELECT {keys_comma}min(_t) AS _ws, max(_t) + {gap} AS _we{aggs_comma}
+                    FROM acc GROUP BY {keys_comma}_sid
+                """,
+                )
         else:
             rows = _fetch(
                 con,

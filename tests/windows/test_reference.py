@@ -843,3 +843,25 @@ def test_reference_matches_a_brute_force_reading(window: dict[str, Any], seed: i
     ref = compute({**GENERATED, "window": shape}, files)
     got = {(r["user"], r["window_start"], r["window_end"]): r["n"] for r in ref.emitted}
     assert got == _brute_force(window, files)
+
+
+def test_session_max_duration_cuts_at_aligned_check_points() -> None:
+    """gap 10 s, max_duration 20 s: check points at 0, 20, 40, 60 ... A session starting at
+    5 is cut at 40 (the first check point at least 20 s after its start), then at 60; a
+    session starting at 100 (aligned) is cut at 120; a session that times out first is not
+    cut."""
+    seconds = [5, 12, 19, 26, 33, 39, 41, 48, 55, 61, 100, 108, 116, 123, 200]
+    files = {"a/0001.jsonl": text(*(rec("u1", t, 1.0) for t in seconds), rec("u2", 500))}
+    window = {"type": "session", "gap": "10s", "max_duration": "20s"}
+    ref = compute(spec(window, emit="on_update"), files)
+    assert_rows(
+        [r for r in ref.emitted if r["user"] == "u1"],
+        [
+            row("u1", 5, 40, n=6, total=6.0),  # 5..39: [5, 40), cut at 40 (40 - 5 >= 20)
+            row("u1", 40, 60, n=3, total=3.0),  # 41, 48, 55
+            row("u1", 60, 71, n=1, total=1.0),  # 61: times out at 71
+            row("u1", 100, 120, n=3, total=3.0),  # 100, 108, 116: cut at 120
+            row("u1", 120, 133, n=1, total=1.0),  # 123
+            row("u1", 200, 210, n=1, total=1.0),
+        ],
+    )

@@ -148,6 +148,8 @@ def _window_counts(rt: Runtime, frames: EpochFrames) -> tuple[int, int]:
 
 
 def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int, attempt: str) -> StateRef:
+    if frames.next_state is not None:
+        rows = frames.next_state.count()
     if frames.counters is not None:
         rows += frames.counters.count()
     if rows == 0:

@@ -493,11 +493,10 @@ class _Checker:
             return WindowSpec("hopping", size_us=size, slide_us=slide)
         if kind == "session":
             gap = self.duration(data, "gap", "window", positive=True)
-            if "max_duration" in data:
-                self.add("window.max_duration", "is not available yet: sessions end only after "
-                         "`gap` without records", "remove it (planned; see docs/windows-and-"
-                         "watermarks.md)")  # fmt: skip
-            return WindowSpec("session", gap_us=gap)
+            cap = 0
+            if data.get("max_duration") is not None:
+                cap = self.duration(data, "max_duration", "window", positive=True)
+            return WindowSpec("session", gap_us=gap, max_duration_us=cap)
         if kind == "count":
             count = self.positive_int(data, "count", "window", None)
             if count is None:

@@ -85,6 +85,7 @@ class WindowSpec:
     gap_us: int = 0  # session
     count: int = 0  # count windows: records per window
     count_slide: int = 0  # count windows: a new window every count_slide records
+    max_duration_us: int = 0  # session: cut at aligned check points (0: no cap)
 
     def shape(self) -> dict[str, Any]:
         fields = {
@@ -93,7 +94,15 @@ class WindowSpec:
             "session": ("gap_us",),
             "count": ("count", "count_slide"),
         }[self.type]
-        return {"type": self.type, **{f: getattr(self, f) for f in fields}}
+        shape = {"type": self.type, **{f: getattr(self, f) for f in fields}}
+        if self.max_duration_us:
+            shape["max_duration_us"] = self.max_duration_us
+        return shape
+
+    @property
+    def capped(self) -> bool:
+        """A session window with ``max_duration``."""
+        return self.type == "session" and self.max_duration_us > 0
 
     @property
     def time_based(self) -> bool:

@@ -91,6 +91,7 @@ class EpochFrames:
     counters: DataFrame | None  # count windows: per-key record counts (state rows)
     types: dict[str, str]
     cached: tuple[DataFrame, ...]
+    next_state: DataFrame | None = None  # capped sessions: fragments and stubs, not windows
 
     def release(self) -> None:
         for frame in self.cached:
@@ -107,7 +108,13 @@ def window_keys(spec: PipelineSpec) -> list[str]:
 def state_columns(spec: PipelineSpec) -> list[str]:
     """The columns of a state snapshot row, in order."""
     extra = ["_ws", "_we", "_cnt"] if spec.window.type == "count" else []
+    if spec.window.capped:
+        extra = ["_cell", "_stub"]
     return [*window_keys(spec), *extra, *partial_names(spec)]
+
+
+def _partial_keys(spec: PipelineSpec) -> list[str]:
+    return [*window_keys(spec), "_cell"] if spec.window.capped else window_keys(spec)
 
 
 def compute_epoch(
@@ -150,12 +157,20 @@ def compute_epoch(
             assigned = assigned.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(assigned)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
-        partials = accepted.groupBy(*window_keys(spec)).agg(*partial_columns(spec, types))
+        partials = accepted.groupBy(*_partial_keys(spec)).agg(*partial_columns(spec, types))
         late = _late_rows(assigned.where(F.col("_missed")), spec, epoch)
     partials = partials.withColumn("_new", F.lit(True))
 
     windows = _windows_of_state(state, spec)
-    if spec.window.type == "session":
+    next_state = None
+    if spec.window.capped:
+        partials = partials.withColumn("_stub", F.lit(False))
+        merged, deletes, next_state = _merge_capped_sessions(
+            partials, windows, spec, types, after_us
+        )
+        next_state = next_state.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(next_state)
+    elif spec.window.type == "session":
         merged, deletes = _merge_sessions(partials, windows, spec, types)
     else:
         merged, deletes = _merge(partials, windows, spec, types), None
@@ -181,6 +196,7 @@ def compute_epoch(
         counters=counters,
         types=types,
         cached=tuple(cached),
+        next_state=next_state,
     )
 
 
@@ -264,6 +280,8 @@ def _assign(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
     ts = F.col("_ts_us")
     if w.type == "session":
         frame = frame.withColumn("_ws", ts).withColumn("_we", ts + w.gap_us)
+        if w.capped:
+            frame = frame.withColumn("_cell", _floor_div(ts, w.max_duration_us))
         return frame.withColumn("_missed", F.col("_class") == LATE)
     last_start = ts - F.pmod(ts, F.lit(w.slide_us))
     if w.type == "tumbling" or w.slide_us == w.size_us:
@@ -394,6 +412,119 @@ def _merge_sessions(
     return merged.drop("_grp"), deletes
 
 
+def _floor_div(value: Column, step: int) -> Column:
+    """``floor(value / step)`` in exact integer arithmetic (``value`` may be negative)."""
+    return ((value - F.pmod(value, F.lit(step))) / F.lit(step)).cast("long")
+
+
+def _ceil_div(value: Column, step: int) -> Column:
+    return _floor_div(value, step) + F.when(F.pmod(value, F.lit(step)) > 0, 1).otherwise(0)
+
+
+def _gap_groups(frame: DataFrame, key_cols: list[Column]) -> DataFrame:
+    """``_gid``: per key, rows whose ``[_ws, _we)`` intervals overlap (transitively) share it."""
+    by_start = Window.partitionBy(*key_cols).orderBy("_ws", "_we")
+    prev_end = F.max("_we").over(by_start.rowsBetween(Window.unboundedPreceding, -1))
+    starts = F.when(prev_end.isNull() | (F.col("_ws") >= prev_end), 1).otherwise(0)
+    running = by_start.rowsBetween(Window.unboundedPreceding, 0)
+    return (
+        frame.withColumn("_starts", starts)
+        .withColumn("_gid", F.sum("_starts").over(running))
+        .drop("_starts")
+    )
+
+
+def _capped_pieces(
+    frags: DataFrame, spec: PipelineSpec, types: dict[str, str], watermark_us: int | None
+) -> tuple[DataFrame, DataFrame]:
+    """Sessions cut at ``max_duration`` check points (aligned multiples ``c`` of it, where the
+    open window has lasted at least ``max_duration``).
+
+    ``frags`` are fragments: partials of one key, one gap-session and one cell
+    ``floor(t / max_duration)`` (``_stub`` rows stand for pieces already closed, carrying the
+    session's anchor). A gap-session starting at ``s`` has its first piece ``[s, c1)``, with
+    ``c1 = (ceil(s / M) + 1) * M``, then one piece per cell; a record's piece is therefore
+    ``max(cell, ceil(s / M))``. Returns (fragments with ``_p``, ``_s`` and closing flags,
+    pieces as windows)."""
+    m = spec.window.max_duration_us
+    lateness = spec.event_time.allowed_lateness_us
+    key_cols = [F.col(f"`{k}`") for k in spec.key_by]
+    frags = _gap_groups(frags, key_cols)
+    frags = frags.groupBy(*key_cols, "_gid", "_cell", "_stub").agg(
+        F.min("_ws").alias("_ws"),
+        F.max("_we").alias("_we"),
+        *merge_columns(spec, types),
+        F.max("_new").alias("_new"),
+    )
+    session = Window.partitionBy(*key_cols, "_gid")
+    frags = frags.withColumn("_s", F.min("_ws").over(session))
+    frags = frags.withColumn("_p", F.greatest(F.col("_cell"), _ceil_div(F.col("_s"), m)))
+    piece = Window.partitionBy(*key_cols, "_gid", "_p")
+    piece_end = F.least(F.max("_we").over(piece), (F.col("_p") + 1) * m)
+
+    def closes(end: Column) -> Column:
+        return F.lit(False) if watermark_us is None else end + lateness <= F.lit(watermark_us)
+
+    frags = frags.withColumn("_piece_closed", closes(piece_end))
+    frags = frags.withColumn("_gap_closed", closes(F.max("_we").over(session)))
+    pieces = (
+        frags.where(~F.col("_stub"))
+        .groupBy(*key_cols, "_gid", "_p")
+        .agg(
+            F.min("_s").alias("_s"),
+            F.max("_we").alias("_max_we"),
+            *merge_columns(spec, types),
+            F.max("_new").alias("_new"),
+        )
+    )
+    first = F.col("_p") == _ceil_div(F.col("_s"), m)
+    pieces = pieces.withColumn("_ws", F.when(first, F.col("_s")).otherwise(F.col("_p") * m))
+    pieces = pieces.withColumn("_we", F.least(F.col("_max_we"), (F.col("_p") + 1) * m))
+    return frags, pieces.drop("_gid", "_p", "_s", "_max_we")
+
+
+def _merge_capped_sessions(
+    partials: DataFrame,
+    state: DataFrame | None,
+    spec: PipelineSpec,
+    types: dict[str, str],
+    watermark_us: int | None,
+) -> tuple[DataFrame, DataFrame | None, DataFrame]:
+    """Sessions with ``max_duration``: (pieces, deletes of replaced pieces, next state).
+
+    The state keeps fragments, not pieces, so a piece can always be recomputed from records'
+    partials; a closed piece leaves one stub per still-open session to keep its anchor."""
+    key_cols = [F.col(f"`{k}`") for k in spec.key_by]
+    frame = partials if state is None else state.unionByName(partials)
+    frags, pieces = _capped_pieces(frame, spec, types, watermark_us)
+    deletes = None
+    if spec.emit == "on_update" and state is not None:
+        # A piece whose bounds moved (its session's anchor or end changed) is a new row: it
+        # is emitted even without new records, and the row it replaces is deleted.
+        _, old = _capped_pieces(state, spec, types, None)
+        old = old.select(*key_cols, "_ws", "_we").withColumn("_old", F.lit(True))
+        keys = [*spec.key_by, "_ws", "_we"]
+        pieces = _null_safe_join(pieces, old, keys)
+        pieces = pieces.withColumn("_new", F.col("_new") | F.col("_old").isNull()).drop("_old")
+        current = pieces.select(*key_cols, "_ws", "_we").withColumn("_now", F.lit(True))
+        deletes = (
+            _null_safe_join(old.drop("_old"), current, keys)
+            .where(F.col("_now").isNull())
+            .drop("_now")
+        )
+    keep = frags.where(~F.col("_stub") & ~F.col("_piece_closed")).select(
+        *key_cols, "_ws", "_we", "_cell", "_stub", *partial_names(spec)
+    )
+    stubs = (
+        frags.where(~F.col("_gap_closed") & (F.col("_stub") | F.col("_piece_closed")))
+        .groupBy(*key_cols, "_gid")
+        .agg(F.min("_s").alias("_ws"), F.max("_we").alias("_we"), F.max("_p").alias("_cell"))
+        .drop("_gid")
+        .withColumn("_stub", F.lit(True))
+    )
+    return pieces, deletes, keep.unionByName(stubs, allowMissingColumns=True)
+
+
 def _closed(spec: PipelineSpec, watermark_us: int | None) -> Column:
     if spec.window.type == "count":
         return F.col("_cnt") >= spec.window.count
@@ -463,6 +594,8 @@ def emitted_rows(frames: EpochFrames, spec: PipelineSpec, epoch: int) -> DataFra
 
 def open_state(frames: EpochFrames, spec: PipelineSpec) -> DataFrame:
     """The new state snapshot: open windows (and, for count windows, the key counters)."""
+    if frames.next_state is not None:
+        return frames.next_state.select(*[F.col(f"`{c}`") for c in state_columns(spec)])
     windows = frames.merged.where(~F.col("_closed")).select(
         *[F.col(f"`{c}`") for c in state_columns(spec)]
     )
