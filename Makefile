@@ -17,7 +17,7 @@ help:
 	@echo "make jars       fetch the s3a jars (hadoop-aws + AWS SDK v2) into .cache/jars with Maven"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
 	@echo "make test       run the tests not marked slow (starts its own S3 server, Airflow, Spark)"
-	@echo "make chaos      the slow suites: the full crash matrix on S3 (not part of make test)"
+	@echo "make chaos      the slow suites: the rest of the crash matrices (S3, on_update) (not in make test)"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
