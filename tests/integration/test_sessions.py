@@ -1,8 +1,10 @@
-"""Two sessions that an allowed-late record in a later epoch merges into one — one file per
-epoch, ``emit: on_update``. The changelog must show the story, not just the end state: the
-two sessions are emitted separately first, then the epoch of the bridging record deletes both
-and upserts the merged one. (Sessions growing over 3+ epochs, against the reference, are in
-tests/integration/test_windows.py.)
+"""Small hand-made inputs, one file per epoch, whose changelog tells the story.
+
+Two sessions that an allowed-late record in a later epoch merges into one (``emit:
+on_update``): the two sessions are emitted separately first, then the epoch of the bridging
+record deletes both and upserts the merged one. Session pieces that move under
+``max_duration``, and a hopping record that misses only some of its windows. (Sessions growing
+over 3+ epochs, against the reference, are in tests/integration/test_windows.py.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,39 @@ def _line(user: str, second: int) -> str:
     return json.dumps({"user": user, "url": f"/{user}/{second}", "ts": ts, "amount": 1.0})
 
 
+def _run_file_per_epoch(
+    spark: Any,
+    tmp_path: Path,
+    files: dict[str, str],
+    window: dict[str, Any],
+    emit: str,
+    lateness: str = "30s",
+) -> tuple[Any, dict[str, Any]]:
+    """One partition, bound 5 s, one file per epoch; returns (spec, spec dict)."""
+    for name, text in files.items():
+        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / name).write_text(text + "\n")
+    body = _body(tmp_path, "session", emit)
+    body["source"]["partition_by"] = "none"
+    body.pop("filter")
+    body["window"] = window
+    body["event_time"] = {"column": "ts", "max_out_of_orderness": "5s"}
+    body["event_time"]["allowed_lateness"] = lateness
+    spec = parse_spec(body)
+    run_until_drained(runtime(spec), spark, max_units=1)
+    return spec, body
+
+
+def _story(spec: Any, user: str) -> list[tuple[Any, ...]]:
+    """The user's changelog rows: (epoch, op, start second, end second, n)."""
+    sink = spec.sinks[0]
+    return sorted(
+        (r["_epoch"], r["_op"], r["window_start"].second, r["window_end"].second, r["n"])
+        for r in read_rows(open_store(sink.path), sink.format)
+        if r["user"] == user
+    )
+
+
 def test_an_allowed_late_record_in_a_later_epoch_merges_two_sessions(
     spark: Any, tmp_path: Path
 ) -> None:
@@ -40,23 +75,11 @@ def test_an_allowed_late_record_in_a_later_epoch_merges_two_sessions(
         "0002.jsonl": "\n".join([_line("b", 20), _line("b", 22), _line("x", 30)]),
         "0003.jsonl": "\n".join([_line("b", 12), _line("x", 31)]),
     }
-    for name, text in files.items():
-        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "in" / name).write_text(text + "\n")
-    body = _body(tmp_path, "session", "on_update")
-    body["source"]["partition_by"] = "none"
-    body.pop("filter")
-    body["event_time"] = {"column": "ts", "max_out_of_orderness": "5s", "allowed_lateness": "30s"}
-    spec = parse_spec(body)
-    run_until_drained(runtime(spec), spark, max_units=1)
-
-    sink = spec.sinks[0]
-    changelog = read_rows(open_store(sink.path), sink.format)
-    story = sorted(
-        (r["_epoch"], r["_op"], r["window_start"].second, r["window_end"].second, r["n"])
-        for r in changelog
-        if r["user"] == "b"
+    spec, body = _run_file_per_epoch(
+        spark, tmp_path, files, {"type": "session", "gap": "10s"}, "on_update"
     )
+    sink = spec.sinks[0]
+    story = _story(spec, "b")
     assert story == [
         (1, "upsert", 0, 14, 3),
         (2, "upsert", 20, 32, 2),
@@ -87,23 +110,10 @@ def test_max_duration_pieces_move_when_an_allowed_late_record_moves_the_session_
         "0001.jsonl": "\n".join([_line("b", t) for t in (21, 28, 35, 42, 49)] + [_line("x", 50)]),
         "0002.jsonl": "\n".join([_line("b", 19), _line("x", 52)]),
     }
-    for name, text in files.items():
-        (tmp_path / "in" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "in" / name).write_text(text + "\n")
-    body = _body(tmp_path, "session", "on_update")
-    body["source"]["partition_by"] = "none"
-    body.pop("filter")
-    body["window"] = {"type": "session", "gap": "10s", "max_duration": "20s"}
-    body["event_time"] = {"column": "ts", "max_out_of_orderness": "5s", "allowed_lateness": "30s"}
-    spec = parse_spec(body)
-    run_until_drained(runtime(spec), spark, max_units=1)
-
+    window = {"type": "session", "gap": "10s", "max_duration": "20s"}
+    spec, body = _run_file_per_epoch(spark, tmp_path, files, window, "on_update")
     sink = spec.sinks[0]
-    story = sorted(
-        (r["_epoch"], r["_op"], r["window_start"].second, r["window_end"].second, r["n"])
-        for r in read_rows(open_store(sink.path), sink.format)
-        if r["user"] == "b"
-    )
+    story = _story(spec, "b")
     assert story == [
         (1, "upsert", 21, 59, 5),
         (2, "delete", 21, 59, None),
@@ -112,3 +122,25 @@ def test_max_duration_pieces_move_when_an_allowed_late_record_moves_the_session_
     ], story
     table = read_upsert(open_store(sink.path), sink.format, KEYS)
     assert compare(table, compute(body, files).emitted, KEYS, approx={"approx_pages": 0.05}) == []
+
+
+def test_a_hopping_record_that_misses_only_some_windows_still_reports_them(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Hopping 1 min every 20 s, lateness 0 here. Epoch 1 moves the watermark to 75 s. Epoch 2:
+    b at 50 s belongs to [0, 60), [20, 80) and [40, 100); only the first has closed (60 <= 75),
+    so the record is accepted into two windows and reports the one it missed — in an epoch
+    with no fully late record."""
+    files = {
+        "0001.jsonl": "\n".join([_line("x", 10), _line("x", 80)]),
+        "0002.jsonl": _line("b", 50),
+    }
+    hopping = {"type": "hopping", "size": "1m", "slide": "20s"}
+    spec, _ = _run_file_per_epoch(spark, tmp_path, files, hopping, "on_close", lateness="0s")
+    late = read_rows(open_store(spec.late_records.path), "parquet")
+    assert [(r["user"], r["window_start"].second, r["window_end"].minute) for r in late] == [
+        ("b", 0, 1)
+    ]
+    rt = runtime(spec)
+    stats = [rt.repo.checkpoint(e).result.stats for e in (1, 2)]  # type: ignore[union-attr]
+    assert (stats[1].accepted, stats[1].late, stats[1].late_rows) == (1, 0, 1)

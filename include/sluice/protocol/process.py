@@ -170,9 +170,6 @@ def _prepare_sinks(
     prepared = []
     for role in rt.sinks:
         df, rows = outputs[role.role]
-        sink_spec = getattr(role.sink, "spec", None)
-        if role.role == "results" and getattr(sink_spec, "mode", "append") == "append":
-            df = df.drop("_op", "_epoch")
         prepared.append(role.sink.prepare(epoch, attempt, df, rows))
     return tuple(prepared)
 

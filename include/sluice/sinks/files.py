@@ -30,7 +30,7 @@ from sluice.storage import ObjectStore, to_spark_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FilesSink", "read_rows", "read_upsert"]
+__all__ = ["FilesSink", "committed_keys", "read_rows", "read_upsert"]
 
 STAGING = "_staging"
 ROWS_PER_FILE = 1_000_000
@@ -50,6 +50,8 @@ class FilesSink(Sink):
         """Write the rows under the attempt's staging prefix (nothing at all for no rows)."""
         if rows == 0:
             return Prepared(self.name, self.store.uri(), epoch, attempt, 0)
+        if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
+            df = df.drop("_op", "_epoch")
         prefix = self.staging_prefix(epoch, attempt)
         self._write(df.coalesce(max(1, -(-rows // ROWS_PER_FILE))), prefix)
         staged_ext, final_ext = _EXTENSIONS[self.spec.format]
@@ -96,16 +98,19 @@ class FilesSink(Sink):
 
     def committed_keys(self) -> list[str]:
         """Keys of the committed files (what a reader of the sink path sees)."""
-        return [i.key for i in self.store.list() if not i.key.startswith((STAGING, "_", "."))]
+        return committed_keys(self.store)
+
+
+def committed_keys(store: ObjectStore) -> list[str]:
+    """Keys of the committed files under a files sink's store."""
+    return [i.key for i in store.list() if not i.key.startswith((STAGING, "_", "."))]
 
 
 def read_rows(store: ObjectStore, format: str) -> list[dict[str, Any]]:
     """Every committed row under a files sink (what a reader of the path sees)."""
     rows: list[dict[str, Any]] = []
-    for item in store.list():
-        if item.key.startswith((STAGING, "_", ".")) or "/_" in item.key:
-            continue
-        data = store.get(item.key)
+    for key in committed_keys(store):
+        data = store.get(key)
         if format == "parquet":
             rows.extend(pq.read_table(io.BytesIO(data)).to_pylist())
         else:

@@ -184,7 +184,7 @@ def compute_epoch(
     if deletes is not None:
         deletes = deletes.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(deletes)
-    counts = _counts(classified, late)
+    counts = _counts(classified, late, spec.window.type == "hopping")
     return EpochFrames(
         counts=counts,
         watermark=watermark,
@@ -384,15 +384,8 @@ def _merge_sessions(
     session rows this epoch replaced (to delete from upsert sinks)."""
     frame = partials if state is None else state.unionByName(partials)
     key_cols = [F.col(f"`{k}`") for k in spec.key_by]
-    by_start = Window.partitionBy(*key_cols).orderBy("_ws", "_we")
-    before = by_start.rowsBetween(Window.unboundedPreceding, -1)
-    prev_end = F.max("_we").over(before)
-    starts = F.when(prev_end.isNull() | (F.col("_ws") >= prev_end), 1).otherwise(0)
-    frame = frame.withColumn("_starts", starts)
-    frame = frame.withColumn(
-        "_grp", F.sum("_starts").over(by_start.rowsBetween(Window.unboundedPreceding, 0))
-    )
-    group = Window.partitionBy(*key_cols, F.col("_grp"))
+    frame = _gap_groups(frame, key_cols)
+    group = Window.partitionBy(*key_cols, F.col("_gid"))
     grouped = (
         frame.withColumn("_g_ws", F.min("_ws").over(group))
         .withColumn("_g_we", F.max("_we").over(group))
@@ -403,13 +396,13 @@ def _merge_sessions(
         & F.col("_g_new")
         & ((F.col("_ws") != F.col("_g_ws")) | (F.col("_we") != F.col("_g_we")))
     ).select(*key_cols, "_ws", "_we")
-    merged = frame.groupBy(*key_cols, "_grp").agg(
+    merged = frame.groupBy(*key_cols, "_gid").agg(
         F.min("_ws").alias("_ws"),
         F.max("_we").alias("_we"),
         *merge_columns(spec, types),
         F.max("_new").alias("_new"),
     )
-    return merged.drop("_grp"), deletes
+    return merged.drop("_gid"), deletes
 
 
 def _floor_div(value: Column, step: int) -> Column:
@@ -536,14 +529,15 @@ def _closed(spec: PipelineSpec, watermark_us: int | None) -> Column:
 # -- outputs -----------------------------------------------------------------------------------
 
 
-def _counts(classified: DataFrame, late: DataFrame) -> EpochCounts:
+def _counts(classified: DataFrame, late: DataFrame, hopping: bool) -> EpochCounts:
     by_class = {
         r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
     }
     accepted, late_n, dead, filtered = (
         by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
     )
-    late_rows = late.count() if by_class.get(LATE) else 0
+    # Only hopping windows give late rows to accepted records or several to one record.
+    late_rows = late.count() if hopping else late_n
     return EpochCounts(
         accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
     )

@@ -40,12 +40,6 @@ class WatermarkState:
         ]
         return min(active) - bound_us
 
-    def idle_partitions(self, idle_timeout_us: int | None) -> list[str]:
-        if idle_timeout_us is None or not self.max_event_time_us:
-            return []
-        newest = max(self.max_event_time_us.values())
-        return sorted(p for p, v in self.max_event_time_us.items() if newest - v > idle_timeout_us)
-
     def advanced(
         self, maxima: Iterable[tuple[str, int]], waiting: Iterable[str] = ()
     ) -> WatermarkState:
