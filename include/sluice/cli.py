@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _runtime(spec_path: str) -> Any:
     from sluice.protocol import Faults, Runtime
+    from sluice.protocol.runtime import connections_from_env
     from sluice.spec import load_spec
 
     spec = load_spec(spec_path)
@@ -73,6 +75,7 @@ def _runtime(spec_path: str) -> Any:
         clock=time.time,
         new_attempt_id=lambda: uuid.uuid4().hex[:12],
         faults=Faults.from_env(),
+        connections=connections_from_env(os.environ),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
     from sluice.protocol import Faults, Runtime, process_epoch
+    from sluice.protocol.runtime import connections_from_env
     from sluice.spark import package_zip, spark_session
     from sluice.spec import load_spec
 
@@ -53,6 +55,7 @@ def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
         new_attempt_id=lambda: uuid.uuid4().hex[:12],
         faults=Faults.from_env(),
         run_id=run_id,
+        connections=connections_from_env(os.environ),
     )
     spark = spark_session(f"sluice-{spec.name}-epoch-{epoch}", s3=spec.s3)
     spark.sparkContext.addPyFile(str(package_zip()))

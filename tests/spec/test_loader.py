@@ -320,13 +320,58 @@ def test_checkpoint_inside_the_source_path(tmp_path: Path) -> None:
     assert "inside the source path" in problem
 
 
-@pytest.mark.parametrize("level", [0, 1])
-def test_qos_0_and_1_not_yet_available(tmp_path: Path, level: int) -> None:
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_every_qos_level_is_accepted(tmp_path: Path, level: int) -> None:
     data = base(tmp_path)
     data["qos"] = level
-    problem, fix = only_problem(data, "qos")
-    assert f"qos {level} is not available yet" in problem
-    assert "qos: 2" in fix
+    assert parse_spec(data, origin=ORIGIN).qos == level
+
+
+def test_postgres_and_delta_sinks(tmp_path: Path) -> None:
+    data = base(tmp_path)
+    data["emit"] = "on_update"
+    data["sinks"] = [
+        {"name": "pg", "type": "postgres", "table": "public.clicks", "connection": "warehouse",
+         "mode": "upsert"},
+        {"name": "lake", "type": "delta", "path": str(tmp_path / "lake"), "mode": "upsert",
+         "partition_by": "window_start"},
+    ]  # fmt: skip
+    spec = parse_spec(data, origin=ORIGIN)
+    pg, lake = spec.sinks
+    assert (pg.type, pg.table, pg.connection) == ("postgres", "public.clicks", "warehouse")
+    assert pg.keys == lake.keys == ("user", "window_start", "window_end")
+    assert lake.partition_by == ("window_start",)
+
+
+@pytest.mark.parametrize(
+    ("sink", "field", "words"),
+    [
+        ({"type": "postgres", "connection": "c"}, "sinks[0].table", "is required"),
+        ({"type": "postgres", "table": "a.b.c", "connection": "c"}, "sinks[0].table",
+         "not a table name"),
+        ({"type": "postgres", "table": "t", "connection": "c", "path": "x"}, "sinks[0].path",
+         "not a setting of a postgres sink"),
+        ({"type": "delta", "path": "lake", "format": "jsonl"}, "sinks[0].format",
+         "not a setting of a delta sink"),
+        ({"type": "files", "path": "out", "partition_by": ["nope"]}, "sinks.out.partition_by",
+         "'nope' is not a result column"),
+        ({"type": "kafka", "path": "x"}, "sinks[0].type", "kafka"),
+    ],
+)  # fmt: skip
+def test_bad_sink_settings_are_named(
+    tmp_path: Path, sink: dict[str, Any], field: str, words: str
+) -> None:
+    data = base(tmp_path)
+    data["sinks"] = [{"name": "out", **sink}]
+    problem, _ = only_problem(data, field)
+    assert words in problem
+
+
+def test_dead_letters_cannot_be_upserted(tmp_path: Path) -> None:
+    data = base(tmp_path)
+    data["dead_letters"] = {"type": "files", "path": str(tmp_path / "dead"), "mode": "upsert"}
+    problem, _ = only_problem(data, "dead_letters.mode")
+    assert "appended, never upserted" in problem
 
 
 @pytest.mark.parametrize("level", [3, "2", True])
@@ -371,7 +416,7 @@ def test_several_problems_reported_together(tmp_path: Path) -> None:
     data["key_by"] = ["country"]
     data["aggregates"]["total"] = "sum(url)"
     data["window"]["size"] = "forever"
-    data["qos"] = 1
+    data["qos"] = 5
     data["sinks"][0]["path"] = str(tmp_path / "in" / "out")
     err = errors_of(data)
     fields = {p.field for p in err.problems}

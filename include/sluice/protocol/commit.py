@@ -15,13 +15,13 @@ from sluice.protocol.recovery import abort_attempt, finish_commit
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists
 
-__all__ = ["commit_epoch"]
+__all__ = ["commit_epoch", "write_checkpoint"]
 
 
 def commit_epoch(rt: Runtime, epoch: int, attempt: str | None = None) -> Checkpoint:
     """Commit ``epoch``; returns the checkpoint that won (compare its ``attempt``)."""
     started = rt.clock()
-    checkpoint = rt.repo.checkpoint(epoch) or _write_checkpoint(rt, epoch, attempt)
+    checkpoint = rt.repo.checkpoint(epoch) or write_checkpoint(rt, epoch, attempt)
     if attempt is not None and attempt != checkpoint.attempt:
         abort_attempt(rt, epoch, attempt)
     if rt.repo.sinks_committed(epoch) is None:
@@ -29,7 +29,8 @@ def commit_epoch(rt: Runtime, epoch: int, attempt: str | None = None) -> Checkpo
     return checkpoint
 
 
-def _write_checkpoint(rt: Runtime, epoch: int, attempt: str | None) -> Checkpoint:
+def write_checkpoint(rt: Runtime, epoch: int, attempt: str | None) -> Checkpoint:
+    """Write ``C(epoch)`` from the chosen prepared attempt (put-if-absent); the winner."""
     plan = rt.repo.plan(epoch)
     if plan is None:
         raise NoPlan(rt.name, epoch)

@@ -7,6 +7,7 @@ from sluice.exceptions import SluiceError
 __all__ = [
     "AttemptStateError",
     "EpochAlreadyCommitted",
+    "MissingConnection",
     "NoPlan",
     "NoPreparedAttempt",
     "ProtocolError",
@@ -62,3 +63,16 @@ class SpecChanged(ProtocolError):
             "(state migration arrives with savepoints)."
         )
         self.differences = differences
+
+
+class MissingConnection(ProtocolError):
+    """A sink names a connection id that no environment variable or Airflow connection gives."""
+
+    def __init__(self, pipeline: str, sink: str, connection: str) -> None:
+        env = connection.upper()
+        super().__init__(
+            f"pipeline {pipeline}: sink {sink!r} uses connection {connection!r}, which is not "
+            f"defined; create the Airflow connection {connection!r} or set SLUICE_CONN_{env} "
+            f"(or AIRFLOW_CONN_{env}) to its URI, e.g. postgresql://user:password@host:5432/db"
+        )
+        self.pipeline, self.sink, self.connection = pipeline, sink, connection

@@ -236,6 +236,10 @@ class SinksCommitted:
     attempt: str
     committed_at: float
     commit_seconds: float
+    # what happened to the epoch's output: "committed" (qos 2: the staged output was
+    # committed; qos 0: written after the checkpoint), "written" (qos 1: written before the
+    # checkpoint) or "lost" (qos 0: the process died between the checkpoint and the output)
+    output: str = "committed"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -247,4 +251,5 @@ class SinksCommitted:
             data["attempt"],
             float(data["committed_at"]),
             float(data["commit_seconds"]),
+            str(data.get("output", "committed")),
         )

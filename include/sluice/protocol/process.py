@@ -3,9 +3,13 @@
 1. recover, load ``plan(k)`` and record a new attempt as STARTED;
 2. read ``[start, end)`` and compute the epoch (classify, aggregate, merge with ``S_k``);
 3. write ``S_{k+1}`` under an attempt-scoped key;
-4. prepare every sink under attempt-scoped locations (invisible until commit);
-5. record the attempt as PREPARED with its result (counts, staged files, watermark).
-A failure records the attempt as FAILED and removes what it staged; it is never reused.
+4. prepare every sink under attempt-scoped locations, invisible until commit (qos 2), or
+   write the output directly (qos 1: before the checkpoint, so a replay may duplicate it);
+5. record the attempt as PREPARED with its result (counts, staged files, watermark);
+6. qos 0 only: write the checkpoint now, then the output directly (a crash in between loses
+   the epoch's output, never duplicates it); the commit step then finds nothing to do.
+A failure before 5 records the attempt as FAILED and removes what it staged; it is never
+reused.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from sluice.protocol import layout
+from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
 from sluice.protocol.model import (
     AttemptRecord,
@@ -24,8 +29,8 @@ from sluice.protocol.model import (
     Plan,
     StateRef,
 )
-from sluice.protocol.recovery import abort_attempt, recover
-from sluice.protocol.runtime import Runtime
+from sluice.protocol.recovery import abort_attempt, finish_commit, recover
+from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared
 from sluice.storage import to_spark_uri
 from sluice.windows import EpochFrames, compute_epoch, emitted_rows, open_state, state_columns
@@ -75,27 +80,37 @@ def process_epoch(
     )
     rt.repo.start_attempt(record)
     rt.faults.hit("process.after_start", epoch)
+    frames: EpochFrames | None = None
     try:
-        result = _run(rt, spark, plan, record.attempt)
+        frames = _compute(rt, spark, plan)
+        result, outputs = _stage(rt, frames, plan, record.attempt)
     except Exception as exc:
+        if frames is not None:
+            frames.release()
         error = f"{type(exc).__name__}: {exc}"
         failed = record.moved_to(AttemptStatus.FAILED, rt.clock(), error=error)
         rt.repo.update_attempt(failed)
         abort_attempt(rt, epoch, record.attempt)
         raise
-    record = record.moved_to(AttemptStatus.PREPARED, rt.clock(), result=result)
-    rt.repo.update_attempt(record)
-    rt.faults.hit("process.after_attempt", epoch)
+    try:
+        record = record.moved_to(AttemptStatus.PREPARED, rt.clock(), result=result)
+        rt.repo.update_attempt(record)
+        rt.faults.hit("process.after_attempt", epoch)
+        if rt.spec.qos == 0:
+            _checkpoint_then_write(rt, epoch, record.attempt, outputs)
+    finally:
+        frames.release()
     return record
 
 
-def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochResult:
-    started = rt.clock()
+Outputs = dict[str, tuple["DataFrame", int]]
+
+
+def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochFrames:
     rng = rt.source.decode_range(plan.source_range)
-    records = rt.source.read(spark, rng)
-    frames = compute_epoch(
+    return compute_epoch(
         spark,
-        records,
+        rt.source.read(spark, rng),
         rt.spec,
         plan.watermark,
         read_state(spark, rt, plan.state),
@@ -103,15 +118,32 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
         source_uri=rt.source.location,
         waiting=rt.source.waiting_partitions(rng),
     )
-    try:
-        emitted, still_open = _window_counts(rt, frames)
-        state = _write_state(rt, frames, still_open, plan.epoch, attempt)
-        rt.faults.hit("process.after_state", plan.epoch)
-        prepared = _prepare_sinks(rt, frames, emitted, plan.epoch, attempt)
-        rt.faults.hit("process.after_prepare", plan.epoch)
-    finally:
-        frames.release()
+
+
+def _stage(
+    rt: Runtime, frames: EpochFrames, plan: Plan, attempt: str
+) -> tuple[EpochResult, Outputs]:
+    """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
+    (1) or kept for after the checkpoint (0)."""
+    started = rt.clock()
+    emitted, still_open = _window_counts(rt, frames)
+    state = _write_state(rt, frames, still_open, plan.epoch, attempt)
+    rt.faults.hit("process.after_state", plan.epoch)
+    outputs: Outputs = {
+        "results": (emitted_rows(frames, rt.spec, plan.epoch), emitted),
+        "late": (frames.late, frames.counts.late_rows),
+        "dead": (frames.dead, frames.counts.dead),
+    }
+    prepared: list[Prepared] = []
+    for role in rt.sinks:
+        df, rows = outputs[role.role]
+        if rt.spec.qos == 2:
+            prepared.append(role.sink.prepare(plan.epoch, attempt, df, rows))
+        elif rt.spec.qos == 1:
+            prepared.append(role.sink.write(plan.epoch, attempt, df, rows))
+    rt.faults.hit("process.after_prepare", plan.epoch)
     counts = frames.counts
+    rng = rt.source.decode_range(plan.source_range)
     stats = EpochStats(
         counts.records_read,
         counts.accepted,
@@ -123,14 +155,32 @@ def _run(rt: Runtime, spark: SparkSession, plan: Plan, attempt: str) -> EpochRes
         counts.filtered,
         counts.late_rows,
     )
-    return EpochResult(
+    result = EpochResult(
         stats=stats,
         watermark=frames.watermark,
         watermark_us=frames.watermark_us,
         state=state,
-        prepared=prepared,
+        prepared=tuple(prepared),
         process_seconds=round(rt.clock() - started, 6),
     )
+    return result, outputs
+
+
+def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outputs) -> None:
+    """qos 0: the checkpoint (offsets, state) commits first, then the output is written once,
+    directly; a crash in between loses this epoch's output and never duplicates it."""
+    started = rt.clock()
+    checkpoint = write_checkpoint(rt, epoch, attempt)
+    if checkpoint.attempt != attempt:  # another attempt won: it writes the output, not us
+        abort_attempt(rt, epoch, attempt)
+        return
+
+    def publish(role: SinkRole) -> None:
+        df, rows = outputs[role.role]
+        role.sink.write(epoch, attempt, df, rows)
+
+    if rt.repo.sinks_committed(epoch) is None:
+        finish_commit(rt, checkpoint, started=started, publish=publish)
 
 
 def _window_counts(rt: Runtime, frames: EpochFrames) -> tuple[int, int]:
@@ -157,21 +207,6 @@ def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int, attemp
     uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
     open_state(frames, rt.spec).write.mode("errorifexists").parquet(to_spark_uri(uri))
     return StateRef(uri, rows)
-
-
-def _prepare_sinks(
-    rt: Runtime, frames: EpochFrames, emitted: int, epoch: int, attempt: str
-) -> tuple[Prepared, ...]:
-    outputs: dict[str, tuple[DataFrame, int]] = {
-        "results": (emitted_rows(frames, rt.spec, epoch), emitted),
-        "late": (frames.late, frames.counts.late_rows),
-        "dead": (frames.dead, frames.counts.dead),
-    }
-    prepared = []
-    for role in rt.sinks:
-        df, rows = outputs[role.role]
-        prepared.append(role.sink.prepare(epoch, attempt, df, rows))
-    return tuple(prepared)
 
 
 def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:

@@ -9,9 +9,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sluice.protocol import layout
 from sluice.protocol.model import AttemptStatus, Checkpoint, SinksCommitted
-from sluice.protocol.runtime import Runtime
+from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared
 
 __all__ = ["abort_attempt", "finish_commit", "recover"]
@@ -30,19 +32,35 @@ def recover(rt: Runtime) -> Checkpoint | None:
     return latest
 
 
-def finish_commit(rt: Runtime, checkpoint: Checkpoint, *, started: float) -> None:
-    """Commit every sink of ``checkpoint`` (idempotent), mark them committed, clean up."""
+def finish_commit(
+    rt: Runtime,
+    checkpoint: Checkpoint,
+    *,
+    started: float,
+    publish: Callable[[SinkRole], None] | None = None,
+) -> None:
+    """Publish every sink's output of ``checkpoint``, mark the sinks committed, clean up.
+
+    qos 2 commits what the attempt staged (idempotent). qos 1 wrote its output before the
+    checkpoint: nothing is left to do. qos 0 writes its output only now, through ``publish``,
+    in the process that won the checkpoint; any other process finding the marker missing
+    records the output as lost (at-most-once: never written twice).
+    """
     epoch = checkpoint.epoch
     prepared = {p.sink: p for p in checkpoint.result.prepared}
+    qos = rt.spec.qos
     for i, role in enumerate(rt.sinks):
-        if role.sink.name in prepared:
+        if qos == 2 and role.sink.name in prepared:
             role.sink.commit(prepared[role.sink.name])
+        elif qos == 0 and publish is not None:
+            publish(role)
         if i == 0:
             rt.faults.hit("commit.mid_sinks", epoch)
     rt.faults.hit("commit.after_sinks", epoch)
     now = rt.clock()
+    output = {2: "committed", 1: "written"}.get(qos, "committed" if publish else "lost")
     rt.repo.mark_sinks_committed(
-        SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6))
+        SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6), output)
     )
     rt.faults.hit("commit.after_marker", epoch)
     _settle_attempts(rt, checkpoint)

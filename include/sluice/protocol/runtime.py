@@ -6,9 +6,13 @@ reads the wall clock, a random source or the environment on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
+from sluice.protocol.exceptions import MissingConnection
 from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
 from sluice.sinks import FilesSink, Sink
@@ -17,7 +21,10 @@ from sluice.sources.nexmark import NexmarkSource
 from sluice.spec.model import PipelineSpec, SinkSpec
 from sluice.storage import ObjectStore, open_store
 
-__all__ = ["Runtime", "SinkRole"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["Runtime", "SinkRole", "connection_uri", "connections_from_env"]
 
 
 @dataclass(frozen=True)
@@ -55,14 +62,22 @@ class Runtime:
         new_attempt_id: Callable[[], str],
         faults: Faults | None = None,
         run_id: str | None = None,
+        connections: Mapping[str, str] | None = None,
+        spark: Callable[[], SparkSession] | None = None,
     ) -> Runtime:
-        """Open the checkpoint store, the source and every sink named by ``spec``."""
+        """Open the checkpoint store, the source and every sink named by ``spec``.
+
+        ``connections`` maps connection ids to URIs (see :func:`connections_from_env`);
+        ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called
+        only when one does.
+        """
         root = open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name)
         repo = Repository(root)
         source = _source(spec, repo)
-        roles = [SinkRole(_files_sink(s, spec), "results") for s in spec.sinks]
-        roles.append(SinkRole(_files_sink(spec.late_records, spec), "late"))
-        roles.append(SinkRole(_files_sink(spec.dead_letters, spec), "dead"))
+        opened = _SinkFactory(spec, connections or {}, spark or _default_spark(spec))
+        roles = [SinkRole(opened.sink(s), "results") for s in spec.sinks]
+        roles.append(SinkRole(opened.sink(spec.late_records), "late"))
+        roles.append(SinkRole(opened.sink(spec.dead_letters), "dead"))
         return cls(
             spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
         )
@@ -80,6 +95,64 @@ def _source(spec: PipelineSpec, repo: Repository) -> Source:
     )
 
 
-def _files_sink(sink: SinkSpec, spec: PipelineSpec) -> FilesSink:
-    store: ObjectStore = open_store(sink.path, s3=spec.s3)
-    return FilesSink(sink, store)
+@dataclass(frozen=True)
+class _SinkFactory:
+    spec: PipelineSpec
+    connections: Mapping[str, str]
+    spark: Callable[[], SparkSession]
+
+    def sink(self, sink: SinkSpec) -> Sink:
+        if sink.type == "postgres":
+            from sluice.sinks.postgres import PostgresSink
+
+            assert sink.connection is not None
+            url = self.connections.get(sink.connection)
+            if url is None:
+                raise MissingConnection(self.spec.name, sink.name, sink.connection)
+            return PostgresSink(sink, url, self.spec.name)
+        store: ObjectStore = open_store(sink.path, s3=self.spec.s3)
+        if sink.type == "delta":
+            from sluice.sinks.delta import DeltaSink
+
+            return DeltaSink(sink, store, self.spec.name, self.spark)
+        return FilesSink(sink, store)
+
+
+def _default_spark(spec: PipelineSpec) -> Callable[[], SparkSession]:
+    def get() -> SparkSession:
+        from sluice.spark import spark_session
+
+        return spark_session(f"sluice-{spec.name}", s3=spec.s3)
+
+    return get
+
+
+def connections_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Connection ids -> URIs from ``SLUICE_CONN_<ID>`` and, as Airflow defines them in the
+    environment, ``AIRFLOW_CONN_<ID>`` (URI or JSON form); ids are lower case."""
+    found: dict[str, str] = {}
+    for prefix in ("AIRFLOW_CONN_", "SLUICE_CONN_"):  # SLUICE_CONN_ wins
+        for name, value in env.items():
+            if name.startswith(prefix) and value:
+                found[name[len(prefix) :].lower()] = connection_uri(value)
+    return found
+
+
+def connection_uri(value: str) -> str:
+    """A connection's URI from Airflow's URI or JSON form (``postgres://`` becomes
+    ``postgresql://``)."""
+    value = value.strip()
+    if value.startswith("{"):
+        data = json.loads(value)
+        scheme = data.get("conn_type") or "postgresql"
+        user = quote(str(data.get("login") or ""), safe="")
+        password = quote(str(data.get("password") or ""), safe="")
+        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+        port = f":{data['port']}" if data.get("port") else ""
+        value = (
+            f"{scheme}://{auth}{data.get('host') or 'localhost'}{port}/{data.get('schema') or ''}"
+        )
+    for alias in ("postgres://", "postgresql+psycopg2://"):
+        if value.startswith(alias):
+            value = "postgresql://" + value[len(alias) :]
+    return value

@@ -1,11 +1,13 @@
-"""The two-phase-commit sink contract.
+"""The two-phase-commit sink contract (docs/sinks.md is the guide for people writing one).
 
 ``prepare(epoch, attempt, df, rows)`` makes the epoch's rows **durable but invisible**, under
 a location owned by that attempt alone, so a zombie attempt can never overwrite the winner.
 ``commit(prepared)`` makes exactly those rows visible; it is **idempotent** — the engine
-re-runs it after a crash until the checkpoint says the sinks are committed. ``abort`` removes
-an attempt's staged rows and is idempotent too. ``abort_others(epoch, keep)`` removes what
-dead attempts of an epoch left behind. None of them may depend on the wall clock.
+re-runs it after a crash until the checkpoint says the sinks are committed, possibly in
+another process and possibly twice at once. ``abort`` removes an attempt's staged rows and is
+idempotent too. ``abort_others(epoch, keep)`` is recovery: it removes what dead attempts of an
+epoch left behind. ``write`` is the direct, non-transactional path qos 0 and 1 use. None of
+them may depend on the wall clock.
 """
 
 from __future__ import annotations
@@ -44,9 +46,14 @@ class Prepared:
     attempt: str
     rows: int
     files: tuple[StagedFile, ...] = ()
+    # sink-specific, JSON-serialisable facts (e.g. a staging table), as sorted (name, value)
+    details: tuple[tuple[str, Any], ...] = ()
+
+    def detail(self, name: str, default: Any = None) -> Any:
+        return dict(self.details).get(name, default)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "sink": self.sink,
             "uri": self.uri,
             "epoch": self.epoch,
@@ -54,12 +61,22 @@ class Prepared:
             "rows": self.rows,
             "files": [f.to_dict() for f in self.files],
         }
+        if self.details:
+            data["details"] = dict(self.details)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Prepared:
         files = tuple(StagedFile.from_dict(f) for f in data["files"])
+        details = tuple(sorted(data.get("details", {}).items()))
         return cls(
-            data["sink"], data["uri"], int(data["epoch"]), data["attempt"], int(data["rows"]), files
+            data["sink"],
+            data["uri"],
+            int(data["epoch"]),
+            data["attempt"],
+            int(data["rows"]),
+            files,
+            details,
         )
 
 
@@ -78,4 +95,14 @@ class Sink(ABC):
     def abort(self, prepared: Prepared) -> None: ...
 
     @abstractmethod
-    def abort_others(self, epoch: int, keep: str | None) -> int: ...
+    def abort_others(self, epoch: int, keep: str | None) -> int:
+        """Recovery: remove what every attempt of ``epoch`` but ``keep`` staged; returns how
+        many objects (files, tables...) it removed."""
+
+    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+        """The direct path of qos 0 and 1: make the rows visible now, without a separate
+        commit. The default stages and commits at once; sinks with a cheaper direct write
+        override it. Not idempotent: a replay may write the rows again (qos 1 allows that)."""
+        prepared = self.prepare(epoch, attempt, df, rows)
+        self.commit(prepared)
+        return prepared

@@ -6,6 +6,7 @@ Every error names the file, the field and the fix. String values may use ``${VAR
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
@@ -21,6 +22,7 @@ from sluice.spec.model import (
     EMIT_MODES,
     NUMERIC_TYPES,
     SCHEMA_TYPES,
+    SINK_TYPES,
     WINDOW_TYPES,
     AggregateSpec,
     CheckpointSpec,
@@ -69,7 +71,13 @@ _NEXMARK_SOURCE = {
 }
 _EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness", "idle_timeout"}
 _WINDOW = {"type", "size", "slide", "gap", "count", "max_duration"}
-_SINK = {"name", "type", "path", "format", "mode"}
+_SINK = {"name", "type", "path", "format", "mode", "table", "connection", "partition_by"}
+_SINK_FIELDS = {  # which settings each sink type takes (besides name, type and mode)
+    "files": {"path", "format", "partition_by"},
+    "postgres": {"table", "connection"},
+    "delta": {"path", "partition_by"},
+}
+_TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
 _S3 = {"endpoint_url", "region"}
@@ -238,8 +246,16 @@ class _Checker:
                         "emit: on_update rewrites windows, so every sink must be an upsert sink",
                         "add mode: upsert to the sink (or use emit: on_close)",
                     )
+        sinks = self.sink_keys(sinks, key_by, window, aggregates)
         late = self.side_sink(top.get("late_records"), "late_records", name, checkpoint)
         dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
+        for side in (late, dead):
+            if side is not None and side.mode == "upsert":
+                self.add(
+                    f"{side.name}.mode",
+                    "late records and dead letters are appended, never upserted",
+                    "remove mode: upsert",
+                )
         qos = self.qos(top.get("qos", 2))
         s3 = self.s3(top.get("s3"))
         restart = self.restart(top.get("restart"))
@@ -566,13 +582,76 @@ class _Checker:
         if not isinstance(sink_name, str) or not NAME_RE.match(sink_name):
             self.add(f"{field}.name", f"{sink_name!r} is not a valid sink name", "e.g. out")
             return None
-        kind = self.string(data, "type", field, ("files",))
-        path = self.string(data, "path", field)
-        fmt = self.string(data, "format", field, ("parquet", "jsonl"), default="parquet")
+        kind = self.string(data, "type", field, SINK_TYPES)
         mode = self.string(data, "mode", field, ("append", "upsert"), default="append")
-        if not (kind and path and fmt and mode):
+        if not (kind and mode):
             return None
-        return SinkSpec(sink_name, kind, path, fmt, mode)  # type: ignore[arg-type]
+        wrong = sorted(set(data) - {"name", "type", "mode"} - _SINK_FIELDS[kind])
+        for key in wrong:
+            self.add(
+                f"{field}.{key}",
+                f"is not a setting of a {kind} sink",
+                f"{kind} sinks take {sorted(_SINK_FIELDS[kind] | {'mode'})}",
+            )
+        partition_by = self.partition_columns(data.get("partition_by"), field)
+        if kind == "postgres":
+            table = self.string(data, "table", field)
+            connection = self.string(data, "connection", field)
+            if table and not _TABLE_RE.match(table):
+                self.add(f"{field}.table", f"{table!r} is not a table name", "e.g. public.clicks")
+                return None
+            if connection and not NAME_RE.match(connection.lower()):
+                self.add(
+                    f"{field}.connection",
+                    f"{connection!r} is not a connection id",
+                    "letters, digits and '_', e.g. sluice_postgres (see docs/sinks.md)",
+                )
+                return None
+            if not (table and connection) or wrong:
+                return None
+            return SinkSpec(sink_name, "postgres", "", "parquet", mode, table, connection)  # type: ignore[arg-type]
+        path = self.string(data, "path", field)
+        fmt = "parquet"
+        if kind == "files":
+            fmt = self.string(data, "format", field, ("parquet", "jsonl"), default="parquet") or ""
+        if not (path and fmt) or wrong:
+            return None
+        return SinkSpec(sink_name, kind, path, fmt, mode, partition_by=partition_by)  # type: ignore[arg-type]
+
+    def partition_columns(self, value: Any, field: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            self.add(f"{field}.partition_by", f"{value!r} is not a column list", "e.g. [user]")
+            return ()
+        return tuple(names)
+
+    def sink_keys(
+        self,
+        sinks: tuple[SinkSpec, ...],
+        key_by: tuple[str, ...],
+        window: WindowSpec | None,
+        aggregates: tuple[AggregateSpec, ...],
+    ) -> tuple[SinkSpec, ...]:
+        """Upsert sinks identify a row by the pipeline's keys and its window; partition
+        columns must be result columns."""
+        if window is None:
+            return sinks
+        bounds = ("window_index",) if window.type == "count" else ("window_start", "window_end")
+        keys = (*key_by, *bounds)
+        columns = {*keys, *(a.name for a in aggregates)}
+        if window.type == "count":
+            columns |= {"window_start", "window_end"}
+        for sink in sinks:
+            for column in sink.partition_by:
+                if column not in columns:
+                    self.add(
+                        f"sinks.{sink.name}.partition_by",
+                        f"{column!r} is not a result column",
+                        f"use one of {sorted(columns)}",
+                    )
+        return tuple(dataclasses.replace(s, keys=keys) if s.mode == "upsert" else s for s in sinks)
 
     def sinks(self, value: Any) -> tuple[SinkSpec, ...]:
         if not isinstance(value, list) or not value:
@@ -616,12 +695,6 @@ class _Checker:
         if value not in (0, 1, 2) or isinstance(value, bool):
             self.add("qos", f"{value!r} is not a qos level", "use 0, 1 or 2")
             return 2
-        if value != 2:
-            self.add(
-                "qos",
-                f"qos {value} is not available yet (only exactly-once, 2)",
-                "use qos: 2; at-most-once and at-least-once are planned (issue #5)",
-            )
         return int(value)
 
     def restart(self, value: Any) -> RestartSpec:
@@ -666,7 +739,9 @@ class _Checker:
             return
         src = _norm(source.path)
         for sink in (*sinks, late, dead):
-            if sink and (_norm(sink.path) == src or _norm(sink.path).startswith(src + "/")):
+            if not sink or sink.type == "postgres":
+                continue
+            if _norm(sink.path) == src or _norm(sink.path).startswith(src + "/"):
                 self.add(
                     f"sinks.{sink.name}.path",
                     f"{sink.path!r} is inside the source path",

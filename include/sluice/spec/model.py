@@ -16,6 +16,7 @@ __all__ = [
     "AGGREGATE_FUNCTIONS",
     "EMIT_MODES",
     "SCHEMA_TYPES",
+    "SINK_TYPES",
     "WINDOW_TYPES",
     "AggregateSpec",
     "CheckpointSpec",
@@ -40,6 +41,7 @@ AGGREGATE_FUNCTIONS = (
     "last",
 )
 WINDOW_TYPES = ("tumbling", "hopping", "session", "count")
+SINK_TYPES = ("files", "postgres", "delta")
 EMIT_MODES = ("on_close", "on_update")
 SourceFormat = Literal["jsonl", "csv", "parquet"]
 SinkFormat = Literal["parquet", "jsonl"]
@@ -124,11 +126,20 @@ class AggregateSpec:
 
 @dataclass(frozen=True)
 class SinkSpec:
+    """Where one output goes. ``files`` and ``delta`` write under ``path``; ``postgres`` writes
+    ``table`` through ``connection`` (a connection id, see docs/sinks.md)."""
+
     name: str
-    type: Literal["files"]
+    type: Literal["files", "postgres", "delta"]
     path: str
-    format: SinkFormat
+    format: SinkFormat = "parquet"  # files only
     mode: Literal["append", "upsert"] = "append"
+    table: str | None = None  # postgres: [schema.]table
+    connection: str | None = None  # postgres: connection id
+    partition_by: tuple[str, ...] = ()  # files, delta: partition columns
+    # upsert sinks: the columns that identify a row (filled in from the pipeline's keys and
+    # window by the loader)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
