@@ -1,0 +1,1 @@
+"""Test suites users run against their own extensions (the sink contract)."""

@@ -1,0 +1,47 @@
+"""Every built-in sink runs the sink contract (sluice.testing.sink_contract) on every backend
+it supports: files and Delta on a local directory and on S3 (SeaweedFS), PostgreSQL on a real
+server."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from sluice.sinks.files import STAGING, FilesSink, read_rows, read_upsert
+from sluice.spec import SinkSpec
+from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract
+
+from tests.fixtures.pipelines import Workspace
+
+
+def _files(ws: Workspace, mode: str, fmt: str = "parquet") -> Harness:
+    spec = SinkSpec("out", "files", ws.uri("out"), fmt, mode, keys=KEYS if mode == "upsert" else ())  # type: ignore[arg-type]
+    store = ws.store("out")
+
+    def rows() -> list[dict[str, Any]]:
+        if mode == "upsert":
+            return read_upsert(store, fmt, KEYS)
+        return read_rows(store, fmt)
+
+    return Harness(
+        make=lambda: FilesSink(spec, ws.store("out")),
+        rows=rows,
+        leftovers=lambda: [i.key for i in store.list(STAGING)],
+    )
+
+
+class TestFilesAppend(SinkContract):
+    @pytest.fixture(params=["parquet", "jsonl"])
+    def harness(self, workspace: Workspace, request: pytest.FixtureRequest) -> Harness:
+        return _files(workspace, "append", request.param)
+
+
+class TestFilesUpsert(UpsertSinkContract):
+    @pytest.fixture
+    def harness(self, workspace: Workspace) -> Harness:
+        return _files(workspace, "upsert")
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
