@@ -139,6 +139,7 @@ def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
             ],
             conn_id=os.environ.get(SPARK_CONN_ENV, DEFAULT_SPARK_CONN),
             name=f"sluice-{spec.name}",
+            spec_path=spec_file,
         )
         planned: Any = plan()  # an XComArg; its value is the plan summary
         planned >> process >> commit(planned)

@@ -40,10 +40,23 @@ def process_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class SluiceProcessOperator(SparkSubmitOperator):
+    """``spec_path`` names the pipeline spec, whose sinks' connections the driver gets as
+    ``SLUICE_CONN_<ID>`` environment variables (never on the command line)."""
+
     ui_color = "#f4a261"
+
+    def __init__(self, *, spec_path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec_path = spec_path
 
     def execute(self, context: Any) -> None:
         self.env_vars = {**process_env(), **(self.env_vars or {})}
+        if self.spec_path:
+            from sluice.airflow.tasks import sink_connections
+            from sluice.spec import load_spec
+
+            for conn_id, uri in sink_connections(load_spec(self.spec_path)).items():
+                self.env_vars[f"SLUICE_CONN_{conn_id.upper()}"] = uri
         self.conf = {**submit_conf(), **(self.conf or {})}
         if not self.jars:
             self.jars = ",".join(str(p) for p in s3a_jars()) or None

@@ -7,12 +7,18 @@ the commit of the attempt ``process`` prepared without reprocessing anything.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk import Connection
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowNotFoundException,
+    AirflowSkipException,
+)
 
 from sluice.protocol import (
     Checkpoint,
@@ -23,19 +29,42 @@ from sluice.protocol import (
     commit_epoch,
     plan_epoch,
 )
-from sluice.spec import load_spec
+from sluice.protocol.runtime import connection_uri, connections_from_env
+from sluice.spec import PipelineSpec, load_spec
 
-__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for"]
+__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for", "sink_connections"]
 
 
 def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
+    spec = load_spec(spec_path)
     return Runtime.build(
-        load_spec(spec_path),
+        spec,
         clock=time.time,
         new_attempt_id=lambda: uuid.uuid4().hex[:12],
         faults=Faults.from_env(),
         run_id=run_id,
+        connections=sink_connections(spec),
     )
+
+
+def sink_connections(spec: PipelineSpec) -> dict[str, str]:
+    """URIs of the connections the spec's sinks name: from ``SLUICE_CONN_<ID>`` /
+    ``AIRFLOW_CONN_<ID>`` first, else from Airflow's connections (metadata DB or secrets
+    backend). A missing one is left out; the sink then fails with what to define."""
+    env = connections_from_env(os.environ)
+    found: dict[str, str] = {}
+    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
+        conn_id = sink.connection
+        if conn_id is None or conn_id in found:
+            continue
+        if conn_id in env:
+            found[conn_id] = env[conn_id]
+            continue
+        try:
+            found[conn_id] = connection_uri(Connection.get(conn_id).get_uri())
+        except AirflowNotFoundException:
+            continue
+    return found
 
 
 def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
