@@ -43,5 +43,33 @@ class TestFilesUpsert(UpsertSinkContract):
         return _files(workspace, "upsert")
 
 
-def _unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+@pytest.fixture(scope="module")
+def contract_db(postgres_server: Any) -> str:
+    url = postgres_server.create_database("contract")
+    return "postgresql://" + url.split("://", 1)[1]
+
+
+def _postgres(url: str, mode: str) -> Harness:
+    from sluice.sinks.postgres import PostgresSink, read_table, staging_tables
+
+    pipeline, table = f"contract_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:8]}"
+    spec = SinkSpec("out", "postgres", "", mode=mode, table=table, connection="c",  # type: ignore[arg-type]
+                    keys=KEYS if mode == "upsert" else ())  # fmt: skip
+
+    return Harness(
+        make=lambda: PostgresSink(spec, url, pipeline),
+        rows=lambda: read_table(url, table),
+        leftovers=lambda: staging_tables(url, pipeline),
+    )
+
+
+class TestPostgresAppend(SinkContract):
+    @pytest.fixture
+    def harness(self, contract_db: str) -> Harness:
+        return _postgres(contract_db, "append")
+
+
+class TestPostgresUpsert(UpsertSinkContract):
+    @pytest.fixture
+    def harness(self, contract_db: str) -> Harness:
+        return _postgres(contract_db, "upsert")

@@ -20,7 +20,7 @@ once; and an upsert sink holds exactly the last value per key.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,7 +53,7 @@ class Harness:
 
 
 def changelog(
-    spark: Any, epoch: int, rows: list[tuple[str, int, int | None]], op: str = "upsert"
+    spark: Any, epoch: int, rows: Sequence[tuple[str, int, int | None]], op: str = "upsert"
 ) -> tuple[Any, int]:
     """A result frame as the engine emits it: ``(user, minute, clicks)`` per row."""
     data = [
@@ -167,12 +167,13 @@ class UpsertSinkContract(SinkContract):
         self, spark: Any, harness: Harness
     ) -> None:
         sink = harness.make()
-        for epoch, rows, op in [
+        steps: list[tuple[int, Sequence[tuple[str, int, int | None]], str]] = [
             (1, ROWS, "upsert"),
             (2, [("alice", 0, 5), ("dave", 3, 1)], "upsert"),  # update + insert
             (3, [("bob", 0, None)], "delete"),
             (4, [("alice", 0, 6)], "upsert"),
-        ]:
+        ]
+        for epoch, rows, op in steps:
             df, n = changelog(spark, epoch, rows, op)
             prepared = sink.prepare(epoch, f"a{epoch}", df, n)
             sink.commit(prepared)
