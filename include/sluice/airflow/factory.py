@@ -90,7 +90,13 @@ def trigger_params() -> dict[str, Param]:
 
 
 def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
-    uri = sink.path if "://" in sink.path else Path(sink.path).resolve().as_uri()
+    if sink.type == "postgres":  # the connection id, not its host: no secret, no lookup
+        schema, _, table = (sink.table or "").rpartition(".")
+        uri = f"sluice-postgres://{sink.connection}/{schema or 'public'}/{table}"
+    elif "://" in sink.path:
+        uri = sink.path
+    else:
+        uri = Path(sink.path).resolve().as_uri()
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
@@ -178,7 +184,7 @@ def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:
 
 
 def _doc(spec: PipelineSpec, spec_file: str) -> str:
-    sinks = ", ".join(f"`{s.name}` → `{s.path}`" for s in spec.sinks)
+    sinks = ", ".join(f"`{s.name}` → `{s.path or s.table}`" for s in spec.sinks)
     return (
         f"### Sluice pipeline `{spec.name}`\n\n"
         f"Spec: `{spec_file}`. Source: {spec.source.type} `{spec.source.path}` "
