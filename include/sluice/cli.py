@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("spec")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(func=_checkpoints)
+    cmd = sub.add_parser("compact", help="merge the small files of past epochs of a files sink")
+    cmd.add_argument("spec")
+    cmd.add_argument("--sink", required=True, help="name of a files sink")
+    cmd.add_argument(
+        "--up-to-epoch", type=int, default=None, help="default: the latest checkpoint's epoch - 1"
+    )
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=_compact)
     cmd = sub.add_parser("demo", help="generate demo input, run the demo pipeline, show results")
     cmd.add_argument("--spec", default="include/pipelines/clicks_per_minute.yaml")
     cmd.add_argument("--keep", action="store_true", help="keep earlier demo output")
@@ -141,6 +149,41 @@ def _checkpoints(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         console.print(checkpoint_table(rt, rows))
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from sluice.sinks import FilesSink
+    from sluice.sinks.compaction import CompactionError, compact
+
+    rt = _runtime(args.spec)
+    sink = next((r.sink for r in rt.sinks if r.sink.name == args.sink), None)
+    if not isinstance(sink, FilesSink):
+        files = sorted(r.sink.name for r in rt.sinks if isinstance(r.sink, FilesSink))
+        raise CompactionError(
+            args.spec, f"no files sink named {args.sink!r} (files sinks: {files})"
+        )
+    latest = rt.repo.latest_epoch()
+    up_to = latest - 1 if args.up_to_epoch is None else args.up_to_epoch
+    # a commit re-run (recovery) moves staged files to their names: never compact them away
+    if up_to > latest or (up_to == latest and rt.repo.sinks_committed(latest) is None):
+        raise CompactionError(sink.store.uri(), f"epoch {up_to}'s sink commit is not complete")
+    report = compact(sink.store, sink.spec.format, up_to_epoch=up_to)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0
+    table = Table(title=f"compaction of {rt.name}.{sink.name} up to epoch {up_to}")
+    for header in ("", "before", "after"):
+        table.add_column(header, justify="left" if not header else "right")
+    table.add_row("files (sink)", str(report.files_before), str(report.files_after))
+    table.add_row("files (rewritten)", str(report.replaced), str(report.written))
+    table.add_row("rows (rewritten)", str(report.rows), str(report.rows))
+    table.add_row("bytes (rewritten)", str(report.bytes_before), str(report.bytes_after))
+    console.print(table)
+    if report.recovered:
+        console.print(f"finished or cleaned up after a crash: {', '.join(report.recovered)}")
     return 0
 
 

@@ -246,3 +246,149 @@ def test_committed_parquet_is_readable_per_file(spark: Any, workspace: Workspace
         assert table.schema.names == ["user", "n", "ts", "amount"]
         total += table.num_rows
     assert total == 6
+
+
+# -- partition_by ------------------------------------------------------------------------------
+
+# a value that needs escaping, a plain one and a null: Spark's folder names for each
+PARTITIONED_USERS = {
+    "a/b c": "user=a%2Fb c",
+    "bob": "user=bob",
+    None: "user=__HIVE_DEFAULT_PARTITION__",
+}
+
+
+def make_partitioned_sink(ws: Workspace, fmt: str = "parquet", by: str = "user") -> FilesSink:
+    spec = SinkSpec("out", "files", ws.uri("out"), fmt, partition_by=(by,))  # type: ignore[arg-type]
+    return FilesSink(spec, ws.store("out"))
+
+
+def partitioned_rows(count: int, start: int = 0) -> list[tuple[Any, ...]]:
+    users = list(PARTITIONED_USERS)
+    return [(users[i % 3], *rest) for i, (_, *rest) in enumerate(make_rows(count, start))]
+
+
+def hive_rows(spark: Any, ws: Workspace) -> list[dict[str, Any]]:
+    """What Spark's own Parquet reader sees (partition columns discovered from the folders)."""
+    from sluice.storage import to_spark_uri
+
+    try:
+        return [r.asDict() for r in spark.read.parquet(to_spark_uri(ws.uri("out"))).collect()]
+    except Exception as exc:
+        if any(s in str(exc) for s in ("PATH_NOT_FOUND", "does not exist", "UNABLE_TO_INFER")):
+            return []  # no path, or only hidden files under it
+        raise
+
+
+def test_partitioned_prepare_stages_hive_folders_and_commit_keeps_them(
+    spark: Any, workspace: Workspace
+) -> None:
+    sink = make_partitioned_sink(workspace)
+    rows = partitioned_rows(9)
+    prepared = sink.prepare(3, "att1", frame(spark, rows, partitions=3), len(rows))
+
+    keys = [i.key for i in workspace.store("out").list()]
+    assert keys and all(k.startswith("_staging/000000000003-att1/") for k in keys)
+    assert [f.staged_key for f in prepared.files] == sorted(f.staged_key for f in prepared.files)
+    # one file per folder (the folder's rows sit in one task), numbered over the whole epoch
+    folders = sorted(PARTITIONED_USERS.values())
+    expected_keys = [f"{d}/part-000000000003-{n:05d}.parquet" for n, d in enumerate(folders)]
+    assert [f.final_key for f in prepared.files] == expected_keys
+    assert Prepared.from_dict(json.loads(json.dumps(prepared.to_dict()))) == prepared
+    assert files_module.read_rows(workspace.store("out"), "parquet") == []
+    assert hive_rows(spark, workspace) == []
+
+    sink.commit(prepared)
+    assert sink.committed_keys() == [f.final_key for f in prepared.files]
+    assert workspace.store("out").list("_staging/") == []
+    # read_rows adds the partition column back from the path, as a string (None for null)
+    got = files_module.read_rows(workspace.store("out"), "parquet")
+    assert all(list(r) == ["n", "ts", "amount", "user"] for r in got)
+    expected = sorted(((u, n, a) for u, n, _, a in rows), key=repr)
+    assert sorted(((r["user"], r["n"], r["amount"]) for r in got), key=repr) == expected
+    # Spark's reader finds the same rows, with the unescaped values
+    seen = hive_rows(spark, workspace)
+    assert sorted(((r["user"], r["n"], r["amount"]) for r in seen), key=repr) == expected
+    if workspace.backend == "local":
+        hive = ds.dataset(local_dir(workspace), format="parquet", partitioning="hive")
+        assert hive.to_table().num_rows == 9
+
+
+def test_partitioned_commit_is_idempotent_and_finishes_after_a_crash(
+    spark: Any, workspace: Workspace
+) -> None:
+    sink = make_partitioned_sink(workspace)
+    rows = partitioned_rows(6)
+    prepared = sink.prepare(7, "b", frame(spark, rows, partitions=2), len(rows))
+    store = workspace.store("out")
+    first = prepared.files[0]
+    store.move(first.staged_key, first.final_key)  # crashed after one move
+    assert sink.committed_keys() == [first.final_key]
+
+    sink.commit(prepared)
+    before = snapshot(workspace)
+    sink.commit(prepared)
+    sink.commit(Prepared.from_dict(prepared.to_dict()))
+    assert snapshot(workspace) == before
+    assert sink.committed_keys() == [f.final_key for f in prepared.files]
+    assert sorted(r["n"] for r in files_module.read_rows(store, "parquet")) == list(range(6))
+    assert store.list("_staging/") == []
+
+
+def test_partitioned_abort_and_abort_others(spark: Any, workspace: Workspace) -> None:
+    sink = make_partitioned_sink(workspace)
+    staged = {
+        a: sink.prepare(5, a, frame(spark, partitioned_rows(3, start=i * 10)), 3)
+        for i, a in enumerate(("x1", "x2", "x3"))
+    }
+    store = workspace.store("out")
+    assert any("/user=" in i.key for i in store.list("_staging/"))
+
+    sink.abort(staged["x1"])
+    sink.abort(staged["x1"])  # idempotent
+    assert not any(i.key.startswith("_staging/000000000005-x1/") for i in store.list())
+    assert sink.abort_others(5, "x2") > 0
+    assert sink.abort_others(5, "x2") == 0
+    assert all(i.key.startswith("_staging/000000000005-x2/") for i in store.list())
+    assert files_module.read_rows(store, "parquet") == []
+
+    sink.commit(staged["x2"])
+    assert sorted(r["n"] for r in files_module.read_rows(store, "parquet")) == [10, 11, 12]
+    assert store.list("_staging/") == []
+
+
+def test_partitioned_jsonl_by_timestamp(spark: Any, workspace: Workspace) -> None:
+    sink = make_partitioned_sink(workspace, "jsonl", by="ts")
+    rows = [("u1", 1, T0, 1.0), ("u2", 2, T0, None), ("u3", 3, T0 + timedelta(minutes=1), 3.0)]
+    prepared = sink.prepare(2, "j", frame(spark, rows), len(rows))
+    sink.commit(prepared)
+
+    assert sink.committed_keys() == [
+        "ts=2026-01-01 00%3A00%3A00/part-000000000002-00000.jsonl",
+        "ts=2026-01-01 00%3A01%3A00/part-000000000002-00001.jsonl",
+    ]
+    got = files_module.read_rows(workspace.store("out"), "jsonl")
+    assert sorted((r["user"], r["ts"], r["amount"]) for r in got) == [
+        ("u1", "2026-01-01 00:00:00", 1.0),
+        ("u2", "2026-01-01 00:00:00", None),
+        ("u3", "2026-01-01 00:01:00", 3.0),
+    ]
+    from sluice.storage import to_spark_uri
+
+    reader = spark.read.schema("user string, n long, amount double, ts timestamp")
+    found = reader.json(to_spark_uri(workspace.uri("out"))).selectExpr("user", "string(ts)")
+    assert sorted(tuple(r) for r in found.collect()) == [
+        ("u1", "2026-01-01 00:00:00"),
+        ("u2", "2026-01-01 00:00:00"),
+        ("u3", "2026-01-01 00:01:00"),
+    ]  # a timestamp again: Spark's reader types the folder values
+
+
+def test_partition_values_unescape_hive_folders() -> None:
+    key = "day=2026-01-01 00%3A00%3A00/user=a%2Fb%3Dc/v=__HIVE_DEFAULT_PARTITION__/part-1.jsonl"
+    expected = {"day": "2026-01-01 00:00:00", "user": "a/b=c", "v": None}
+    assert files_module.partition_values(key) == expected
+    assert files_module.partition_values("part-1.parquet") == {}
+    assert files_module.is_hidden("_staging/x/part-1.parquet")
+    assert files_module.is_hidden("user=a/_SUCCESS") and files_module.is_hidden("a/.x.crc")
+    assert not files_module.is_hidden("_user=a/part-1.parquet")

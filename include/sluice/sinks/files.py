@@ -3,11 +3,15 @@
 Layout under the sink path::
 
     part-<epoch:012d>-<n:05d>.parquet        committed rows (what readers see)
+    <col>=<value>/.../part-<epoch:012d>-<n:05d>.parquet
+                                             the same with ``partition_by`` (Hive folders)
     _staging/<epoch:012d>-<attempt>/...      prepared, invisible (Spark, pyarrow and the Hive
                                              convention skip names starting with '_')
 
-Commit moves each staged file to its final, deterministic name; a re-run after a crash skips
-files already moved, so commit is idempotent.
+Commit moves each staged file to its final, deterministic name (``n`` counts the epoch's
+files in sorted staged-key order, partition folder kept); a re-run after a crash skips files
+already moved, so commit is idempotent. :mod:`sluice.sinks.compaction` merges the small files
+of past epochs.
 
 With ``mode: upsert`` the committed files are a changelog: every row has ``_op`` (``upsert`` /
 ``delete``) and ``_epoch``; :func:`read_upsert` resolves it to the current table (per key, the
@@ -20,6 +24,7 @@ import io
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
@@ -30,11 +35,19 @@ from sluice.storage import ObjectStore, to_spark_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["FilesSink", "committed_keys", "read_rows", "read_upsert"]
+__all__ = [
+    "FilesSink",
+    "committed_keys",
+    "is_hidden",
+    "partition_values",
+    "read_rows",
+    "read_upsert",
+]
 
 STAGING = "_staging"
 ROWS_PER_FILE = 1_000_000
-_EXTENSIONS = {"parquet": (".parquet", ".parquet"), "jsonl": (".json", ".jsonl")}
+EXTENSIONS = {"parquet": (".parquet", ".parquet"), "jsonl": (".json", ".jsonl")}
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the folder value Spark writes for a null
 
 
 class FilesSink(Sink):
@@ -53,22 +66,35 @@ class FilesSink(Sink):
         if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
             df = df.drop("_op", "_epoch")
         prefix = self.staging_prefix(epoch, attempt)
-        self._write(df.coalesce(max(1, -(-rows // ROWS_PER_FILE))), prefix)
-        staged_ext, final_ext = _EXTENSIONS[self.spec.format]
+        self._write(df, rows, prefix)
+        staged_ext, final_ext = EXTENSIONS[self.spec.format]
         staged = [
             i
             for i in self.store.list(prefix)
-            if i.key.endswith(staged_ext) and not i.key.rsplit("/", 1)[-1].startswith(("_", "."))
+            if i.key.endswith(staged_ext) and not is_hidden(i.key[len(prefix) :])
         ]
         files = tuple(
-            StagedFile(i.key, f"part-{epoch:012d}-{n:05d}{final_ext}", i.size)
+            StagedFile(i.key, _final_key(i.key[len(prefix) :], epoch, n, final_ext), i.size)
             for n, i in enumerate(staged)
         )
         return Prepared(self.name, self.store.uri(), epoch, attempt, rows, files)
 
-    def _write(self, df: DataFrame, prefix: str) -> None:
+    def _write(self, df: DataFrame, rows: int, prefix: str) -> None:
+        """Spark writes ``df`` under ``prefix``: about ``ROWS_PER_FILE`` rows a file, and with
+        ``partition_by`` one folder per value whose rows sit in one task (so one file per
+        folder and epoch unless it has more than ``ROWS_PER_FILE`` rows)."""
         target = to_spark_uri(self.store.uri(prefix.rstrip("/")))
-        writer = df.write.mode("errorifexists")
+        tasks = max(1, -(-rows // ROWS_PER_FILE))
+        columns = list(self.spec.partition_by)
+        if columns:
+            writer = (
+                df.repartition(tasks, *columns)
+                .write.mode("errorifexists")
+                .option("maxRecordsPerFile", ROWS_PER_FILE)
+                .partitionBy(*columns)
+            )
+        else:
+            writer = df.coalesce(tasks).write.mode("errorifexists")
         if self.spec.format == "parquet":
             writer.parquet(target)
         else:
@@ -101,20 +127,52 @@ class FilesSink(Sink):
         return committed_keys(self.store)
 
 
+def _final_key(relative: str, epoch: int, n: int, ext: str) -> str:
+    """``part-<epoch>-<n>.<ext>`` in the staged file's partition folder (if any)."""
+    folder, _, _ = relative.rpartition("/")
+    name = f"part-{epoch:012d}-{n:05d}{ext}"
+    return f"{folder}/{name}" if folder else name
+
+
+def is_hidden(key: str) -> bool:
+    """Spark's rule, per path segment: a name starting with '.', or with '_' and holding no
+    '=' (``_staging``, ``_SUCCESS``; a partition folder ``_col=v`` is visible)."""
+    return any(s.startswith(".") or (s.startswith("_") and "=" not in s) for s in key.split("/"))
+
+
 def committed_keys(store: ObjectStore) -> list[str]:
-    """Keys of the committed files under a files sink's store."""
-    return [i.key for i in store.list() if not i.key.startswith((STAGING, "_", "."))]
+    """Keys of the committed files under a files sink's store, partition folders included."""
+    return [i.key for i in store.list() if not is_hidden(i.key)]
+
+
+def partition_values(key: str) -> dict[str, str | None]:
+    """The Hive partition columns of ``key`` as strings (``None`` for Spark's null folder):
+    ``partition_values("day=2026-01-01/user=a%2Fb/part-1.parquet")`` is
+    ``{"day": "2026-01-01", "user": "a/b"}``."""
+    values: dict[str, str | None] = {}
+    for segment in key.split("/")[:-1]:
+        column, equals, raw = segment.partition("=")
+        if equals:
+            values[unquote(column)] = None if raw == HIVE_NULL else unquote(raw)
+    return values
 
 
 def read_rows(store: ObjectStore, format: str) -> list[dict[str, Any]]:
-    """Every committed row under a files sink (what a reader of the path sees)."""
+    """Every committed row under a files sink (what a reader of the path sees).
+
+    Partition columns (``col=value`` folders) are added back from the path, after the
+    file's columns, **as strings** (``None`` for a null): unlike Spark's reader, which infers
+    their types, this does not guess (a timestamp comes back as ``"2026-01-01 00:01:00"``).
+    """
     rows: list[dict[str, Any]] = []
     for key in committed_keys(store):
         data = store.get(key)
         if format == "parquet":
-            rows.extend(pq.read_table(io.BytesIO(data)).to_pylist())
+            found = pq.read_table(io.BytesIO(data)).to_pylist()
         else:
-            rows.extend(json.loads(line) for line in data.decode().splitlines() if line.strip())
+            found = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+        parts = partition_values(key)
+        rows.extend({**row, **parts} for row in found)
     return rows
 
 
