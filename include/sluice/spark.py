@@ -8,7 +8,11 @@ AWS S3 or any S3-compatible server (MinIO, SeaweedFS):
   or ``$SLUICE_JARS_DIR``) are put on the classpath when that folder exists;
 * endpoint and region come from :class:`S3Options` or the standard ``AWS_*`` env vars;
 * credentials come from the standard AWS chain (JVM system properties, env vars, web
-  identity, profile, instance/container role): they are never written to Spark's conf.
+  identity, profile, instance/container role): they are never written to Spark's conf;
+* Delta Lake's SQL extension and catalog are enabled when the Delta jar
+  (``delta-spark_2.13-*.jar``) is in that folder too (:func:`delta_conf`). Plain Parquet / JSON
+  reads and writes by path are unaffected: the Delta catalog delegates non-Delta tables to
+  Spark's session catalog.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ __all__ = [
     "DEFAULT_MASTER",
     "DEFAULT_REGION",
     "configure_s3",
+    "delta_conf",
+    "delta_jar",
     "jars_dir",
     "launched_by_spark_submit",
     "package_zip",
@@ -42,6 +48,14 @@ __all__ = [
 DEFAULT_MASTER = "local[2]"
 DEFAULT_REGION = "us-east-1"
 SHUFFLE_PARTITIONS = 4
+
+# Delta Lake (the ``delta`` sink), enabled when its jar is among the jars: both settings are
+# static, so they must be known when the session starts.
+DELTA_JAR_PREFIX = "delta-spark_2.13-"
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 # The AWS SDK's default chain, spelled out so that each S3A filesystem instance gets its own
 # chain (the SDK's DefaultCredentialsProvider.create() is a JVM-wide singleton that pins the
@@ -113,6 +127,18 @@ def s3a_jars() -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.glob("*.jar") if p.is_file())
+
+
+def delta_jar() -> Path | None:
+    """The Delta Lake jar in :func:`jars_dir` (``delta-spark_2.13-<version>.jar``), if any."""
+    found = [p for p in s3a_jars() if p.name.startswith(DELTA_JAR_PREFIX)]
+    return found[-1] if found else None
+
+
+def delta_conf() -> dict[str, str]:
+    """The static SQL settings that turn Delta on, or ``{}`` when the Delta jar is absent
+    (naming a missing extension class would make every session fail to start)."""
+    return dict(DELTA_CONF) if delta_jar() is not None else {}
 
 
 def _log4j2_config() -> Path:
@@ -195,6 +221,7 @@ def spark_session(
     jars = s3a_jars()
     if jars:
         conf["spark.jars"] = ",".join(str(p) for p in jars)
+    conf.update(delta_conf())
     conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3).items()})
     conf.update(extra_conf or {})
 
@@ -216,12 +243,15 @@ def launched_by_spark_submit() -> bool:
 
 
 def submit_conf() -> dict[str, str]:
-    """``--conf`` settings for spark-submit that must be known when the driver JVM starts."""
+    """``--conf`` settings for spark-submit that must be known when the driver JVM starts
+    (Delta's too when its jar is among :func:`s3a_jars`, which the operator passes as
+    ``--jars``)."""
     return {
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_log4j2_config().as_uri()}",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        **delta_conf(),
     }
 
 

@@ -73,3 +73,28 @@ class TestPostgresUpsert(UpsertSinkContract):
     @pytest.fixture
     def harness(self, contract_db: str) -> Harness:
         return _postgres(contract_db, "upsert")
+
+
+def _delta(spark: Any, ws: Workspace, mode: str) -> Harness:
+    from sluice.sinks.delta import STAGING as DELTA_STAGING
+    from sluice.sinks.delta import DeltaSink, read_table
+
+    spec = SinkSpec("out", "delta", ws.uri("lake"), mode=mode,  # type: ignore[arg-type]
+                    keys=KEYS if mode == "upsert" else ())  # fmt: skip
+    return Harness(
+        make=lambda: DeltaSink(spec, ws.store("lake"), "contract", lambda: spark),
+        rows=lambda: read_table(spark, ws.uri("lake")),
+        leftovers=lambda: [i.key for i in ws.store("lake").list(DELTA_STAGING)],
+    )
+
+
+class TestDeltaAppend(SinkContract):
+    @pytest.fixture
+    def harness(self, spark: Any, workspace: Workspace) -> Harness:
+        return _delta(spark, workspace, "append")
+
+
+class TestDeltaUpsert(UpsertSinkContract):
+    @pytest.fixture
+    def harness(self, spark: Any, local_workspace: Workspace) -> Harness:
+        return _delta(spark, local_workspace, "upsert")
