@@ -12,7 +12,7 @@ from sluice.sinks.files import STAGING, FilesSink, read_rows, read_upsert
 from sluice.spec import SinkSpec
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract
 
-from tests.fixtures.pipelines import Workspace
+from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
 
 
 def _files(ws: Workspace, mode: str, fmt: str = "parquet") -> Harness:
@@ -89,6 +89,12 @@ def _delta(spark: Any, ws: Workspace, mode: str) -> Harness:
 
 
 class TestDeltaAppend(SinkContract):
+    # Delta is slow (a log commit per step): S3 here runs in make chaos; make test covers
+    # Delta on S3 through tests/faults/test_sink_matrix.py.
+    @pytest.fixture(params=LOCAL_NOW_S3_SLOW)
+    def workspace(self, request: pytest.FixtureRequest, tmp_path: Any) -> Workspace:
+        return new_workspace(request, tmp_path)
+
     @pytest.fixture
     def harness(self, spark: Any, workspace: Workspace) -> Harness:
         return _delta(spark, workspace, "append")

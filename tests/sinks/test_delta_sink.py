@@ -25,7 +25,15 @@ from sluice.spark import delta_jar
 from sluice.spec import SinkSpec
 from sluice.storage import to_spark_uri
 
-from tests.fixtures.pipelines import Workspace
+from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
+
+
+@pytest.fixture(params=LOCAL_NOW_S3_SLOW)
+def workspace(request: pytest.FixtureRequest, tmp_path: Any) -> Workspace:
+    """Delta on S3 runs in make chaos here (make test covers it in tests/faults/
+    test_sink_matrix.py): every Delta step is a log commit, slow on 2 cores."""
+    return new_workspace(request, tmp_path)
+
 
 pytestmark = [
     pytest.mark.spark,
