@@ -1,8 +1,8 @@
 """One epoch of keyed windows — tumbling, hopping, session or count — as Spark DataFrames.
 
-1. derive the ``select:`` columns and classify every record: dead letter (unparseable),
-   filtered (``filter:`` is not true), late (every window it belongs to closed at its
-   position), or accepted;
+1. derive the ``select:`` columns and classify every record: dead letter (unparseable, or
+   a ``select:`` / ``filter:`` expression raised on it), filtered (``filter:`` is not true),
+   late (every window it belongs to closed at its position), or accepted;
 2. assign accepted records to windows and fold them into per-(key, window) partial
    aggregates; merge them with the window state carried from the previous checkpoint
    (sessions: merge every overlapping session of a key into one);
@@ -31,6 +31,7 @@ from sluice.windows.aggregates import (
     partial_columns,
     partial_names,
 )
+from sluice.windows.expressions import failure_reason, guarded
 from sluice.windows.watermarks import WatermarkState, prefix_maxima
 
 if TYPE_CHECKING:
@@ -132,7 +133,8 @@ def compute_epoch(
 
     ``waiting``: the partitions the source still has unread input for after this epoch."""
     et = spec.event_time
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    # select/filter first: a record whose expression raised is dead and moves no watermark
+    records = _derive(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
     records = records.withColumn(
         "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
     )
@@ -140,7 +142,7 @@ def compute_epoch(
     watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
     before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
-    frame = _derive(records, spec).withColumn("_epoch", F.lit(epoch).cast("long"))
+    frame = records.withColumn("_epoch", F.lit(epoch).cast("long"))
     types = dict(frame.dtypes)
     if spec.window.time_based:
         frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
@@ -214,19 +216,35 @@ def _maxima(records: DataFrame) -> list[tuple[str, int, int]]:
 
 
 def _derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """The ``select:`` columns, then ``_keep`` from ``filter:``."""
+    """The ``select:`` columns, then ``_keep`` from ``filter:``. Each expression runs only on
+    records without an ``_error`` so far; one that raises gives the record its ``_error``
+    (a dead letter naming the field) instead of failing the epoch."""
     frame = records
     for name, expression in spec.select:
-        try:  # ParseException is an AnalysisException too
-            frame = frame.withColumn(name, F.expr(expression))
-        except AnalysisException as exc:
-            raise InvalidExpression(spec.name, f"select.{name}", expression, str(exc)) from exc
+        frame = _evaluate(frame, spec, f"select.{name}", expression, name)
     if not spec.filter:
         return frame.withColumn("_keep", F.lit(True))
-    try:
-        return frame.withColumn("_keep", F.coalesce(F.expr(spec.filter), F.lit(False)))
+    frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
+    return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
+
+
+def _evaluate(
+    frame: DataFrame, spec: PipelineSpec, field: str, expression: str, into: str
+) -> DataFrame:
+    try:  # ParseException is an AnalysisException too
+        tried = guarded(frame.sparkSession, F.expr(expression), spec.name)
+        frame = frame.withColumn("_g", F.when(F.col("_error").isNull(), tried))
     except AnalysisException as exc:
-        raise InvalidExpression(spec.name, "filter", spec.filter, str(exc)) from exc
+        raise InvalidExpression(spec.name, field, expression, str(exc)) from exc
+    raised = F.col("_error").isNull() & F.col("_g").isNull()
+    return (
+        frame.withColumn(
+            "_error",
+            F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.col("_error")),
+        )
+        .withColumn(into, F.col("_g.v"))
+        .drop("_g")
+    )
 
 
 def _position_watermark(
