@@ -1,12 +1,16 @@
-"""What exactly-once costs: the same pipeline at qos 0, 1 and 2, per epoch, per backend.
+"""What exactly-once costs: the same pipeline at qos 0, 1 and 2, per epoch, per sink.
 
     .venv/bin/python bench/qos_overhead.py [--epochs 6] [--events 20000] [--backends local,s3]
+        [--sinks files,postgres,delta]
 
-Each run: the click pipeline (tumbling 1-minute windows, files sink in Parquet) over
-``--epochs`` epochs of ``--events`` events each, one Spark session (local[2]) shared by all
-runs, a warm-up run first. S3 is a SeaweedFS server started here on loopback. Prints a
-markdown table (and writes bench/results/qos.md): seconds per epoch (median), the process
-and commit steps, and the overhead of qos 2 over qos 0.
+Each run: the click pipeline (tumbling 1-minute windows) over ``--epochs`` epochs of
+``--events`` events each, its results going to one sink of the given type (``files``:
+Parquet; ``postgres``: a table on a PostgreSQL server started here; ``delta``: a Delta table),
+late records and dead letters to JSON lines. One Spark session (local[2]) is shared by all
+runs, with a warm-up run per sink first. S3 is a SeaweedFS server started here on loopback
+(checkpoints, input, and the files / delta output). Prints a markdown table (and writes
+bench/results/qos.md): seconds per epoch (median), the process and commit steps, and the
+overhead of qos 1 and 2 over qos 0.
 """
 
 from __future__ import annotations
@@ -54,15 +58,25 @@ def main() -> int:
             os.environ.update(server.aws_env())
             bucket = server.bucket("sluice-bench")
             roots["s3"] = lambda b=bucket: Workspace("s3", f"s3://{b}/{uuid.uuid4().hex[:8]}")
+    sinks = args.sinks.split(",")
+    if "postgres" in sinks:
+        from tests.fixtures.airflow import free_port
+        from tests.fixtures.postgres import start_postgres
+
+        pg = start_postgres(free_port())
+        servers.append(pg)
+        url = "postgresql://" + pg.create_database("bench").split("://", 1)[1]
+        os.environ["SLUICE_CONN_BENCH_PG"] = url
     spark = spark_session("sluice-qos-bench")
     rows: list[dict[str, Any]] = []
     try:
         for backend, new_ws in roots.items():
-            for qos in (None, 0, 1, 2):  # None: warm-up
+            for sink, qos in [(k, q) for k in sinks for q in (None, 0, 1, 2)]:  # None: warm-up
                 ws = new_ws()
                 ws.put_files(files)
                 body = click_spec_dict(ws, name="bench", qos=qos or 0)
                 body["source"]["max_files_per_epoch"] = args.events // per_file
+                body["sinks"] = [_sink(sink, ws)]
                 rt = runtime(parse_spec(body))
                 epochs: list[tuple[float, float, float]] = []
                 while True:
@@ -81,6 +95,7 @@ def main() -> int:
                 rows.append(
                     {
                         "backend": backend,
+                        "sink": sink,
                         "qos": qos,
                         "epochs": len(epochs),
                         "epoch_s": statistics.median(e[0] for e in epochs),
@@ -88,7 +103,10 @@ def main() -> int:
                         "commit_s": statistics.median(e[2] for e in epochs),
                     }
                 )
-                print(f"{backend} qos {qos}: {rows[-1]['epoch_s']:.2f} s/epoch", file=sys.stderr)
+                print(
+                    f"{backend} {sink} qos {qos}: {rows[-1]['epoch_s']:.2f} s/epoch",
+                    file=sys.stderr,
+                )
     finally:
         spark.stop()
         for server in servers:
@@ -101,23 +119,34 @@ def main() -> int:
     return 0
 
 
+def _sink(kind: str, ws: Any) -> dict[str, Any]:
+    """The results sink of one run: a fresh table or folder."""
+    if kind == "postgres":
+        table = f"bench_{uuid.uuid4().hex[:8]}"
+        return {"name": "out", "type": "postgres", "table": table, "connection": "bench_pg"}
+    if kind == "delta":
+        return {"name": "out", "type": "delta", "path": ws.uri("lake")}
+    return {"name": "out", "type": "files", "path": ws.uri("out"), "format": "parquet"}
+
+
 def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    base = {r["backend"]: r["epoch_s"] for r in rows if r["qos"] == 0}
+    base = {(r["backend"], r["sink"]): r["epoch_s"] for r in rows if r["qos"] == 0}
     lines = [
         f"qos overhead: {args.epochs} epochs x {args.events:,} events, click pipeline, "
-        f"files sink (Parquet), local[2]; {os.cpu_count()} cores, "
+        f"local[2]; {os.cpu_count()} cores, "
         f"{_memory_gib()} GiB, {platform.python_version()}, "
         f"{datetime.now(UTC):%Y-%m-%d}; command: .venv/bin/python bench/qos_overhead.py "
-        f"--epochs {args.epochs} --events {args.events} --backends {args.backends}",
+        f"--epochs {args.epochs} --events {args.events} --backends {args.backends} "
+        f"--sinks {args.sinks}",
         "",
-        "| backend | qos | s/epoch (median) | process s | commit s | vs qos 0 |",
-        "|---|---|---|---|---|---|",
+        "| backend | results sink | qos | s/epoch (median) | process s | commit s | vs qos 0 |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        extra = (r["epoch_s"] / base[r["backend"]] - 1) * 100
+        extra = (r["epoch_s"] / base[(r["backend"], r["sink"])] - 1) * 100
         lines.append(
-            f"| {r['backend']} | {r['qos']} | {r['epoch_s']:.2f} | {r['process_s']:.2f} | "
-            f"{r['commit_s']:.2f} | {extra:+.0f}% |"
+            f"| {r['backend']} | {r['sink']} | {r['qos']} | {r['epoch_s']:.2f} | "
+            f"{r['process_s']:.2f} | {r['commit_s']:.2f} | {extra:+.0f}% |"
         )
     return "\n".join(lines)
 
@@ -133,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--events", type=int, default=20_000, help="events per epoch")
     parser.add_argument("--backends", default="local,s3")
+    parser.add_argument("--sinks", default="files,postgres,delta", help="results sink types")
     return parser
 
 

@@ -40,12 +40,21 @@ def describe_spec(spec: PipelineSpec) -> Table:
         f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
         f"{format_duration(et.allowed_lateness_us) or '0s'}",
     )
-    table.add_row(
-        "window",
-        f"{spec.window.type} {format_duration(spec.window.size_us)}"
-        f" by {', '.join(spec.key_by) or '(no key)'}, emit {spec.emit}",
-    )
-    table.add_row("aggregates", ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates))
+    keys = ", ".join(spec.key_by) or "(no key)"
+    if spec.process is not None:
+        proc = spec.process
+        table.add_row("process", f"{proc.function} by {keys}" + (
+            f", timers: {proc.on_timer}" if proc.on_timer else ""))  # fmt: skip
+        table.add_row("state", ", ".join(f"{s.name}: {s.shape()}" for s in proc.state) or "-")
+        table.add_row("output", ", ".join(f"{c}: {t}" for c, t in proc.output))
+    else:
+        window = spec.windowing
+        table.add_row(
+            "window",
+            f"{window.type} {format_duration(window.size_us)} by {keys}, emit {spec.emit}",
+        )
+        aggregates = ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates)
+        table.add_row("aggregates", aggregates)
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
         table.add_row(f"sink {sink.name}", f"{sink.type} {sink.format} at {sink.path}")
     table.add_row(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from sluice.operator import EpochOutput, compute_output, state_columns
 from sluice.protocol import layout
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
@@ -33,7 +34,6 @@ from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared
 from sluice.storage import to_spark_uri
-from sluice.windows import EpochFrames, compute_epoch, emitted_rows, open_state, state_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,7 +80,7 @@ def process_epoch(
     )
     rt.repo.start_attempt(record)
     rt.faults.hit("process.after_start", epoch)
-    frames: EpochFrames | None = None
+    frames: EpochOutput | None = None
     try:
         frames = _compute(rt, spark, plan)
         result, outputs = _stage(rt, frames, plan, record.attempt)
@@ -106,9 +106,9 @@ def process_epoch(
 Outputs = dict[str, tuple["DataFrame", int]]
 
 
-def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochFrames:
+def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
     rng = rt.source.decode_range(plan.source_range)
-    return compute_epoch(
+    return compute_output(
         spark,
         rt.source.read(spark, rng),
         rt.spec,
@@ -121,16 +121,15 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochFrames:
 
 
 def _stage(
-    rt: Runtime, frames: EpochFrames, plan: Plan, attempt: str
+    rt: Runtime, frames: EpochOutput, plan: Plan, attempt: str
 ) -> tuple[EpochResult, Outputs]:
     """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
     (1) or kept for after the checkpoint (0)."""
     started = rt.clock()
-    emitted, still_open = _window_counts(rt, frames)
-    state = _write_state(rt, frames, still_open, plan.epoch, attempt)
+    state = _write_state(rt, frames, plan.epoch, attempt)
     rt.faults.hit("process.after_state", plan.epoch)
     outputs: Outputs = {
-        "results": (emitted_rows(frames, rt.spec, plan.epoch), emitted),
+        "results": (frames.results, frames.emitted),
         "late": (frames.late, frames.counts.late_rows),
         "dead": (frames.dead, frames.counts.dead),
     }
@@ -149,8 +148,8 @@ def _stage(
         counts.accepted,
         counts.late,
         counts.dead,
-        emitted,
-        still_open,
+        frames.emitted,
+        frames.still_open,
         rng.units,
         counts.filtered,
         counts.late_rows,
@@ -183,30 +182,12 @@ def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outpu
         finish_commit(rt, checkpoint, started=started, publish=publish)
 
 
-def _window_counts(rt: Runtime, frames: EpochFrames) -> tuple[int, int]:
-    """(result rows this epoch emits, windows left open)."""
-    rows = frames.merged.groupBy("_closed", "_new").count().collect()
-    by_flags = {(bool(r["_closed"]), bool(r["_new"])): int(r["count"]) for r in rows}
-    still_open = sum(n for (closed, _), n in by_flags.items() if not closed)
-    if rt.spec.emit == "on_update":
-        emitted = sum(n for (_, new), n in by_flags.items() if new)
-        if frames.deletes is not None:
-            emitted += frames.deletes.count()
-    else:
-        emitted = sum(n for (closed, _), n in by_flags.items() if closed)
-    return emitted, still_open
-
-
-def _write_state(rt: Runtime, frames: EpochFrames, rows: int, epoch: int, attempt: str) -> StateRef:
-    if frames.next_state is not None:
-        rows = frames.next_state.count()
-    if frames.counters is not None:
-        rows += frames.counters.count()
-    if rows == 0:
+def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> StateRef:
+    if frames.state is None or frames.state_rows == 0:
         return StateRef()
     uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
-    open_state(frames, rt.spec).write.mode("errorifexists").parquet(to_spark_uri(uri))
-    return StateRef(uri, rows)
+    frames.state.write.mode("errorifexists").parquet(to_spark_uri(uri))
+    return StateRef(uri, frames.state_rows)
 
 
 def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:

@@ -28,11 +28,13 @@ from sluice.spec.model import (
     CheckpointSpec,
     EventTimeSpec,
     PipelineSpec,
+    ProcessSpec,
     RestartSpec,
     SinkSpec,
     SourceSpec,
     WindowSpec,
 )
+from sluice.spec.process import check_process
 from sluice.storage.s3options import S3Options
 
 __all__ = ["load_spec", "parse_spec"]
@@ -58,6 +60,7 @@ _TOP = {
     "description",
     "select",
     "filter",
+    "process",
 }
 _SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header", "partition_by"}
 _NEXMARK_SOURCE = {
@@ -233,9 +236,16 @@ class _Checker:
         columns = {**schema, **{n: "derived" for n, _ in select}}
         filter_ = self.filter(top.get("filter"))
         key_by = self.key_by(top.get("key_by"), columns)
-        window = self.window(top.get("window"))
-        aggregates = self.aggregates(top.get("aggregates"), columns)
-        emit = self.string(top, "emit", "", EMIT_MODES, default="on_close") or "on_close"
+        process = None
+        aggregates: tuple[AggregateSpec, ...] = ()
+        if "process" in top:
+            process = check_process(self, top["process"], self.origin)
+            self.not_with_process(top)
+            window, emit = None, "on_close"
+        else:
+            window = self.window(top.get("window"))
+            aggregates = self.aggregates(top.get("aggregates"), columns)
+            emit = self.string(top, "emit", "", EMIT_MODES, default="on_close") or "on_close"
         checkpoint = self.checkpoint(top.get("checkpoint"))
         sinks = self.sinks(top.get("sinks"))
         if emit == "on_update":
@@ -246,6 +256,8 @@ class _Checker:
                         "emit: on_update rewrites windows, so every sink must be an upsert sink",
                         "add mode: upsert to the sink (or use emit: on_close)",
                     )
+        if process is not None:
+            self.process_sinks(sinks, process)
         sinks = self.sink_keys(sinks, key_by, window, aggregates)
         late = self.side_sink(top.get("late_records"), "late_records", name, checkpoint)
         dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
@@ -260,9 +272,10 @@ class _Checker:
         s3 = self.s3(top.get("s3"))
         restart = self.restart(top.get("restart"))
         self.paths_apart(source, sinks, late, dead, checkpoint)
-        if self.problems or None in (name, source, event_time, window, checkpoint, late, dead):
+        operator = window if process is None else process
+        if self.problems or None in (name, source, event_time, operator, checkpoint, late, dead):
             return None
-        assert name and source and event_time and window and checkpoint and late and dead
+        assert name and source and event_time and checkpoint and late and dead
         return PipelineSpec(
             name=name,
             source=source,
@@ -280,8 +293,26 @@ class _Checker:
             emit=emit,  # type: ignore[arg-type]
             select=select,
             filter=filter_,
+            process=process,
             origin=self.origin,
         )
+
+    def not_with_process(self, top: dict[str, Any]) -> None:
+        for key in ("window", "aggregates", "emit"):
+            if key in top:
+                fix = "remove it: the function decides what to emit (docs/keyed-state.md)"
+                self.add(key, "does not apply to a pipeline with a process function", fix)
+
+    def process_sinks(self, sinks: tuple[SinkSpec, ...], process: ProcessSpec) -> None:
+        columns = [c for c, _ in process.output]
+        for sink in sinks:
+            if sink.mode == "upsert":
+                self.add(f"sinks.{sink.name}.mode", "a process function's output is appended",
+                         "remove mode: upsert")  # fmt: skip
+            for column in sink.partition_by:
+                if column not in columns:
+                    where = f"sinks.{sink.name}.partition_by"
+                    self.add(where, f"{column!r} is not an output column", f"use {columns}")
 
     def name(self, value: Any) -> str | None:
         if not isinstance(value, str) or not NAME_RE.match(value):

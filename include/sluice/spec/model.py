@@ -22,8 +22,10 @@ __all__ = [
     "CheckpointSpec",
     "EventTimeSpec",
     "PipelineSpec",
+    "ProcessSpec",
     "SinkSpec",
     "SourceSpec",
+    "StateSpec",
     "WindowSpec",
 ]
 
@@ -43,6 +45,7 @@ AGGREGATE_FUNCTIONS = (
 WINDOW_TYPES = ("tumbling", "hopping", "session", "count")
 SINK_TYPES = ("files", "postgres", "delta")
 EMIT_MODES = ("on_close", "on_update")
+STATE_KINDS = ("value", "list", "reducing", "map")
 SourceFormat = Literal["jsonl", "csv", "parquet"]
 SinkFormat = Literal["parquet", "jsonl"]
 
@@ -125,6 +128,44 @@ class AggregateSpec:
 
 
 @dataclass(frozen=True)
+class StateSpec:
+    """One declared piece of keyed state of a process function (docs/keyed-state.md).
+
+    ``type`` is the (element) type in canonical form (:mod:`sluice.spec.types`); ``key_type``
+    the key type of a map; ``reduce`` the reduce function of a reducing state; ``ttl_us`` the
+    event-time TTL (None: never expires)."""
+
+    name: str
+    kind: Literal["value", "list", "reducing", "map"]
+    type: str
+    key_type: str | None = None
+    reduce: str | None = None
+    ttl_us: int | None = None
+
+    def shape(self) -> str:
+        """What a snapshot of this state depends on (the TTL is not part of it)."""
+        if self.kind == "map":
+            return f"map<{self.key_type},{self.type}>"
+        return f"{self.kind}<{self.type}>"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """A keyed process function instead of windows: ``function`` (``module:function`` or a
+    registered name) gets each key's records of an epoch and its state; ``on_timer`` is
+    called for each event-time timer the watermark passes."""
+
+    function: str
+    state: tuple[StateSpec, ...] = ()
+    output: tuple[tuple[str, str], ...] = ()  # column -> canonical type
+    on_timer: str | None = None
+    base_dir: str | None = field(default=None, compare=False)  # where module:function is looked up
+
+    def state_named(self, name: str) -> StateSpec:
+        return next(s for s in self.state if s.name == name)
+
+
+@dataclass(frozen=True)
 class SinkSpec:
     """Where one output goes. ``files`` and ``delta`` write under ``path``; ``postgres`` writes
     ``table`` through ``connection`` (a connection id, see docs/sinks.md)."""
@@ -170,7 +211,7 @@ class PipelineSpec:
     source: SourceSpec
     event_time: EventTimeSpec
     key_by: tuple[str, ...]
-    window: WindowSpec
+    window: WindowSpec | None  # None: a keyed process function (``process``) instead
     aggregates: tuple[AggregateSpec, ...]
     sinks: tuple[SinkSpec, ...]
     late_records: SinkSpec
@@ -182,17 +223,29 @@ class PipelineSpec:
     qos: int = 2
     s3: S3Options | None = None
     restart: RestartSpec = field(default_factory=RestartSpec)
+    process: ProcessSpec | None = None
     origin: str = field(default="<memory>", compare=False)
 
+    @property
+    def windowing(self) -> WindowSpec:
+        """The window of a windowed pipeline (the window operator's view of the spec)."""
+        if self.window is None:
+            raise TypeError(f"pipeline {self.name} runs a process function, not windows")
+        return self.window
+
     def state_shape(self) -> dict[str, Any]:
-        """What the keyed window state depends on: a checkpoint restored under a spec with a
-        different shape would be misread, so the shape is stored and compared."""
+        """What the keyed state depends on: a checkpoint restored under a spec with a
+        different shape would be misread, so the shape is stored and compared. Each declared
+        process-function state is its own entry (``state.<name>``), so a difference names it."""
         shape: dict[str, Any] = {
             "key_by": {k: dict(self.source.schema).get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,
-            "window": self.window.shape(),
-            "aggregates": {a.name: a.expression for a in self.aggregates},
         }
+        if self.window is not None:
+            shape["window"] = self.window.shape()
+            shape["aggregates"] = {a.name: a.expression for a in self.aggregates}
+        if self.process is not None:
+            shape.update({f"state.{s.name}": s.shape() for s in self.process.state})
         if self.select:
             shape["select"] = dict(self.select)
         return shape

@@ -9,6 +9,7 @@ from sluice.windows.operator import (
     open_state,
     state_columns,
     window_keys,
+    window_output,
 )
 from sluice.windows.watermarks import WatermarkState
 
@@ -22,4 +23,5 @@ __all__ = [
     "open_state",
     "state_columns",
     "window_keys",
+    "window_output",
 ]

@@ -21,6 +21,8 @@ Connect) session; :class:`ExpressionGuardUnavailable` says so if there is none.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
@@ -45,9 +47,9 @@ def guarded(spark: SparkSession, expression: Column, pipeline: str) -> Column:
     """A struct column ``{v: expression}`` that is NULL exactly when evaluating
     ``expression`` on that record raised."""
     try:
-        jvm = spark._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark._jvm
         utils = jvm.org.apache.spark.sql.classic.ExpressionUtils
-        inner = utils.expression(F.struct(expression.alias("v"))._jc)  # type: ignore[operator]
+        inner = utils.expression(F.struct(expression.alias("v"))._jc)
         tried = Column(utils.column(jvm.org.apache.spark.sql.catalyst.expressions.TryEval(inner)))
     except (AttributeError, TypeError) as exc:
         raise ExpressionGuardUnavailable(pipeline, f"{type(exc).__name__}: {exc}") from exc

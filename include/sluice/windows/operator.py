@@ -20,23 +20,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
-from sluice.exceptions import SluiceError
 from sluice.windows.aggregates import (
     finalize_columns,
     merge_columns,
     partial_columns,
     partial_names,
 )
-from sluice.windows.expressions import failure_reason, guarded
-from sluice.windows.watermarks import WatermarkState, prefix_maxima
+from sluice.windows.records import (
+    ACCEPTED,
+    LATE,
+    EpochCounts,
+    InvalidExpression,
+    classify_epoch,
+    count_classes,
+    dead_rows,
+    null_safe_join,
+)
+from sluice.windows.watermarks import WatermarkState
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from sluice.operator import EpochOutput
     from sluice.spec.model import PipelineSpec
 
 __all__ = [
@@ -48,34 +56,10 @@ __all__ = [
     "open_state",
     "state_columns",
     "window_keys",
+    "window_output",
 ]
 
-DEAD, FILTERED, LATE, ACCEPTED = "dead", "filtered", "late", "accepted"
 COUNTER = -1  # count windows: the state row holding how many records a key has had
-
-
-class InvalidExpression(SluiceError):
-    """A ``select:`` or ``filter:`` expression Spark cannot analyse."""
-
-    def __init__(self, pipeline: str, field: str, expression: str, reason: str) -> None:
-        first = reason.strip().splitlines()[0] if reason.strip() else reason
-        super().__init__(
-            f"pipeline {pipeline}: {field}: Spark cannot evaluate {expression!r}: {first}. "
-            "Fix the expression (Spark SQL syntax) in the spec."
-        )
-
-
-@dataclass(frozen=True)
-class EpochCounts:
-    records_read: int
-    accepted: int
-    late: int
-    dead: int
-    filtered: int = 0
-    late_rows: int = 0  # rows for the late sink: one per (late record, missed window)
-
-    def reconciles(self) -> bool:
-        return self.records_read == self.accepted + self.late + self.dead + self.filtered
 
 
 @dataclass(frozen=True)
@@ -101,21 +85,21 @@ class EpochFrames:
 
 def window_keys(spec: PipelineSpec) -> list[str]:
     """The columns that identify one window of one key."""
-    if spec.window.type == "count":
+    if spec.windowing.type == "count":
         return [*spec.key_by, "_wi"]
     return [*spec.key_by, "_ws", "_we"]
 
 
 def state_columns(spec: PipelineSpec) -> list[str]:
     """The columns of a state snapshot row, in order."""
-    extra = ["_ws", "_we", "_cnt"] if spec.window.type == "count" else []
-    if spec.window.capped:
+    extra = ["_ws", "_we", "_cnt"] if spec.windowing.type == "count" else []
+    if spec.windowing.capped:
         extra = ["_cell", "_stub"]
     return [*window_keys(spec), *extra, *partial_names(spec)]
 
 
 def _partial_keys(spec: PipelineSpec) -> list[str]:
-    return [*window_keys(spec), "_cell"] if spec.window.capped else window_keys(spec)
+    return [*window_keys(spec), "_cell"] if spec.windowing.capped else window_keys(spec)
 
 
 def compute_epoch(
@@ -132,30 +116,31 @@ def compute_epoch(
     """Classify, assign, aggregate and merge one epoch (see the module docstring).
 
     ``waiting``: the partitions the source still has unread input for after this epoch."""
-    et = spec.event_time
-    # select/filter first: a record whose expression raised is dead and moves no watermark
-    records = _derive(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
-    records = records.withColumn(
-        "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
+    prepared = classify_epoch(
+        spark,
+        records,
+        spec,
+        carried,
+        epoch=epoch,
+        waiting=waiting,
+        lateness=_lateness(spec),
+        positions=spec.windowing.time_based,
     )
-    maxima = _maxima(records)
-    watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
-    before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
-    after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
-    frame = records.withColumn("_epoch", F.lit(epoch).cast("long"))
-    types = dict(frame.dtypes)
-    if spec.window.time_based:
-        frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
-    classified = _classify(frame, spec).persist(StorageLevel.MEMORY_AND_DISK)
-    cached: list[DataFrame] = [records, classified]
+    classified, types, watermark, after_us = (
+        prepared.classified,
+        prepared.types,
+        prepared.watermark,
+        prepared.after_us,
+    )
+    cached = list(prepared.cached)
 
     counters = None
-    if spec.window.type == "count":
+    if spec.windowing.type == "count":
         partials, counters = _count_partials(classified, spec, types, state)
         late = _late_rows(classified.where(F.lit(False)), spec, epoch)
     else:
         assigned = _assign(classified, spec)
-        if spec.window.type != "session":
+        if spec.windowing.type != "session":
             assigned = assigned.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(assigned)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
@@ -165,14 +150,14 @@ def compute_epoch(
 
     windows = _windows_of_state(state, spec)
     next_state = None
-    if spec.window.capped:
+    if spec.windowing.capped:
         partials = partials.withColumn("_stub", F.lit(False))
         merged, deletes, next_state = _merge_capped_sessions(
             partials, windows, spec, types, after_us
         )
         next_state = next_state.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(next_state)
-    elif spec.window.type == "session":
+    elif spec.windowing.type == "session":
         merged, deletes = _merge_sessions(partials, windows, spec, types)
     else:
         merged, deletes = _merge(partials, windows, spec, types), None
@@ -186,12 +171,12 @@ def compute_epoch(
     if deletes is not None:
         deletes = deletes.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(deletes)
-    counts = _counts(classified, late, spec.window.type == "hopping")
+    counts = count_classes(classified, late, spec.windowing.type == "hopping")
     return EpochFrames(
         counts=counts,
         watermark=watermark,
         watermark_us=after_us,
-        dead=_dead_rows(classified, spec, epoch, source_uri),
+        dead=dead_rows(classified, spec, epoch, source_uri),
         late=late,
         merged=merged,
         deletes=deletes,
@@ -205,94 +190,22 @@ def compute_epoch(
 # -- classification -------------------------------------------------------------------------
 
 
-def _maxima(records: DataFrame) -> list[tuple[str, int, int]]:
-    rows = (
-        records.where(F.col("_ts_us").isNotNull())
-        .groupBy("_partition", "_major")
-        .agg(F.max("_ts_us").alias("m"))
-        .collect()
-    )
-    return [(r["_partition"], int(r["_major"]), int(r["m"])) for r in rows]
-
-
-def _derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """The ``select:`` columns, then ``_keep`` from ``filter:``. Each expression runs only on
-    records without an ``_error`` so far; one that raises gives the record its ``_error``
-    (a dead letter naming the field) instead of failing the epoch."""
-    frame = records
-    for name, expression in spec.select:
-        frame = _evaluate(frame, spec, f"select.{name}", expression, name)
-    if not spec.filter:
-        return frame.withColumn("_keep", F.lit(True))
-    frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
-    return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
-
-
-def _evaluate(
-    frame: DataFrame, spec: PipelineSpec, field: str, expression: str, into: str
-) -> DataFrame:
-    try:  # ParseException is an AnalysisException too
-        tried = guarded(frame.sparkSession, F.expr(expression), spec.name)
-        frame = frame.withColumn("_g", F.when(F.col("_error").isNull(), tried))
-    except AnalysisException as exc:
-        raise InvalidExpression(spec.name, field, expression, str(exc)) from exc
-    raised = F.col("_error").isNull() & F.col("_g").isNull()
-    return (
-        frame.withColumn(
-            "_error",
-            F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.col("_error")),
-        )
-        .withColumn(into, F.col("_g.v"))
-        .drop("_g")
-    )
-
-
-def _position_watermark(
-    spark: SparkSession,
-    frame: DataFrame,
-    spec: PipelineSpec,
-    carried: WatermarkState,
-    maxima: list[tuple[str, int, int]],
-    before_us: int | None,
-) -> DataFrame:
-    """``_wm``: the watermark at each record's position, floored by the global watermark the
-    epoch started from (see "Late records" in the docs)."""
-    prefixes = spark.createDataFrame(
-        prefix_maxima(carried, maxima), "_partition string, _major int, _before long"
-    )
-    in_file = Window.partitionBy("_partition", "_major").orderBy("_line")
-    earlier = in_file.rowsBetween(Window.unboundedPreceding, -1)
-    frame = frame.join(F.broadcast(prefixes), ["_partition", "_major"], "left")
-    pos_max = F.greatest("_before", F.max("_ts_us").over(earlier))
-    wm = pos_max - spec.event_time.max_out_of_orderness_us
-    if before_us is not None:
-        wm = F.greatest(wm, F.lit(before_us))
-    return frame.withColumn("_wm", wm).drop("_before")
-
-
-def _classify(frame: DataFrame, spec: PipelineSpec) -> DataFrame:
-    w = spec.window
+def _lateness(spec: PipelineSpec) -> Column | None:
+    """True for a record every window of which closed at its position (None: never late)."""
+    w = spec.windowing
     lateness = spec.event_time.allowed_lateness_us
     ts, wm = F.col("_ts_us"), F.col("_wm")
     if w.type in ("tumbling", "hopping"):
         last_start = ts - F.pmod(ts, F.lit(w.slide_us))
-        late = wm.isNotNull() & (last_start + w.size_us + lateness <= wm)
-    elif w.type == "session":
-        late = wm.isNotNull() & (ts + lateness <= wm)
-    else:
-        late = F.lit(False)
-    return frame.withColumn(
-        "_class",
-        F.when(F.col("_error").isNotNull(), DEAD)
-        .when(~F.col("_keep"), FILTERED)
-        .when(late, LATE)
-        .otherwise(ACCEPTED),
-    )
+        return wm.isNotNull() & (last_start + w.size_us + lateness <= wm)
+    if w.type == "session":
+        return wm.isNotNull() & (ts + lateness <= wm)
+    return None
 
 
 def _assign(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Late and accepted records with their windows (``_ws``, ``_we``) and ``_missed``."""
-    w = spec.window
+    w = spec.windowing
     lateness = spec.event_time.allowed_lateness_us
     frame = classified.where(F.col("_class").isin(ACCEPTED, LATE))
     ts = F.col("_ts_us")
@@ -316,24 +229,12 @@ def _assign(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
 # -- count windows -----------------------------------------------------------------------------
 
 
-def _null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
-    """Left join on ``keys`` where null equals null (a null key is a key like any other)."""
-    if not keys:
-        return left.join(right, F.lit(True), "left")
-    renamed = right.select(*[F.col(f"`{k}`").alias(f"_r_{k}") for k in keys], *[
-        c for c in right.columns if c not in keys
-    ])  # fmt: skip
-    cond = [F.col(f"`{k}`").eqNullSafe(F.col(f"`_r_{k}`")) for k in keys]
-    joined = left.join(renamed, cond, "left")
-    return joined.drop(*[f"_r_{k}" for k in keys])
-
-
 def _count_partials(
     classified: DataFrame, spec: PipelineSpec, types: dict[str, str], state: DataFrame | None
 ) -> tuple[DataFrame, DataFrame]:
     """Partials of count windows (``_wi``, ``_cnt``, min/max event time) and the new per-key
     record counters."""
-    w = spec.window
+    w = spec.windowing
     keys = list(spec.key_by)
     accepted = classified.where(F.col("_class") == ACCEPTED)
     key_cols = [F.col(f"`{k}`") for k in keys]
@@ -347,7 +248,7 @@ def _count_partials(
         )
     order = Window.partitionBy(*key_cols).orderBy("_epoch", "_major", "_line")
     seq = F.row_number().over(order) - 1 + F.coalesce(F.col("_seen"), F.lit(0))
-    numbered = _null_safe_join(accepted, carried, keys).withColumn("_seq", seq.cast("long"))
+    numbered = null_safe_join(accepted, carried, keys).withColumn("_seq", seq.cast("long"))
     lo = F.greatest(F.lit(0), F.ceil((F.col("_seq") - w.count + 1) / F.lit(w.count_slide)))
     hi = F.floor(F.col("_seq") / F.lit(w.count_slide))
     assigned = numbered.withColumn("_wi", F.explode(F.sequence(lo.cast("long"), hi.cast("long"))))
@@ -373,7 +274,7 @@ def _count_partials(
 def _windows_of_state(state: DataFrame | None, spec: PipelineSpec) -> DataFrame | None:
     if state is None:
         return None
-    if spec.window.type == "count":
+    if spec.windowing.type == "count":
         state = state.where(F.col("_wi") != COUNTER)
     return state.select(*[F.col(f"`{c}`") for c in state_columns(spec)]).withColumn(
         "_new", F.lit(False)
@@ -386,7 +287,7 @@ def _merge(
     if state is None:
         return partials
     extra: list[Column] = []
-    if spec.window.type == "count":
+    if spec.windowing.type == "count":
         extra = [F.min("_ws").alias("_ws"), F.max("_we").alias("_we"), F.sum("_cnt").alias("_cnt")]
     return (
         state.unionByName(partials)
@@ -457,7 +358,7 @@ def _capped_pieces(
     ``c1 = (ceil(s / M) + 1) * M``, then one piece per cell; a record's piece is therefore
     ``max(cell, ceil(s / M))``. Returns (fragments with ``_p``, ``_s`` and closing flags,
     pieces as windows)."""
-    m = spec.window.max_duration_us
+    m = spec.windowing.max_duration_us
     lateness = spec.event_time.allowed_lateness_us
     key_cols = [F.col(f"`{k}`") for k in spec.key_by]
     frags = _gap_groups(frags, key_cols)
@@ -515,11 +416,11 @@ def _merge_capped_sessions(
         _, old = _capped_pieces(state, spec, types, None)
         old = old.select(*key_cols, "_ws", "_we").withColumn("_old", F.lit(True))
         keys = [*spec.key_by, "_ws", "_we"]
-        pieces = _null_safe_join(pieces, old, keys)
+        pieces = null_safe_join(pieces, old, keys)
         pieces = pieces.withColumn("_new", F.col("_new") | F.col("_old").isNull()).drop("_old")
         current = pieces.select(*key_cols, "_ws", "_we").withColumn("_now", F.lit(True))
         deletes = (
-            _null_safe_join(old.drop("_old"), current, keys)
+            null_safe_join(old.drop("_old"), current, keys)
             .where(F.col("_now").isNull())
             .drop("_now")
         )
@@ -537,8 +438,8 @@ def _merge_capped_sessions(
 
 
 def _closed(spec: PipelineSpec, watermark_us: int | None) -> Column:
-    if spec.window.type == "count":
-        return F.col("_cnt") >= spec.window.count
+    if spec.windowing.type == "count":
+        return F.col("_cnt") >= spec.windowing.count
     if watermark_us is None:
         return F.lit(False)
     return F.col("_we") + spec.event_time.allowed_lateness_us <= F.lit(watermark_us)
@@ -547,26 +448,12 @@ def _closed(spec: PipelineSpec, watermark_us: int | None) -> Column:
 # -- outputs -----------------------------------------------------------------------------------
 
 
-def _counts(classified: DataFrame, late: DataFrame, hopping: bool) -> EpochCounts:
-    by_class = {
-        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
-    }
-    accepted, late_n, dead, filtered = (
-        by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
-    )
-    # Only hopping windows give late rows to accepted records or several to one record.
-    late_rows = late.count() if hopping else late_n
-    return EpochCounts(
-        accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
-    )
-
-
 def _window_columns(spec: PipelineSpec) -> list[Column]:
     cols = [
         F.timestamp_micros("_ws").alias("window_start"),
         F.timestamp_micros("_we").alias("window_end"),
     ]
-    if spec.window.type == "count":
+    if spec.windowing.type == "count":
         cols.append(F.col("_wi").alias("window_index"))
     return cols
 
@@ -623,20 +510,6 @@ def open_state(frames: EpochFrames, spec: PipelineSpec) -> DataFrame:
     return windows.unionByName(counters, allowMissingColumns=True)
 
 
-def _dead_rows(classified: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
-    code_and_reason = F.split(F.col("_error"), ": ", 2)
-    return classified.where(F.col("_class") == DEAD).select(
-        F.lit(spec.name).alias("pipeline"),
-        F.lit(epoch).cast("long").alias("epoch"),
-        F.lit(source).alias("source"),
-        F.col("_file").alias("file"),
-        F.col("_line").alias("line"),
-        F.col("_raw").alias("raw"),
-        code_and_reason.getItem(0).alias("reason_code"),
-        code_and_reason.getItem(1).alias("reason"),
-    )
-
-
 def _late_rows(missed: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
     if "_ws" not in missed.columns:  # count windows: never late, but keep the schema
         missed = missed.withColumn("_ws", F.lit(None).cast("long"))
@@ -651,3 +524,42 @@ def _late_rows(missed: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
         F.col("_line").alias("source_line"),
         F.lit(epoch).cast("long").alias("epoch"),
     )
+
+
+def window_output(frames: EpochFrames, spec: PipelineSpec, epoch: int) -> EpochOutput:
+    """The epoch's results, counts and next state, as the protocol takes them."""
+    from sluice.operator import EpochOutput
+
+    emitted, still_open = _window_counts(frames, spec)
+    state_rows = still_open
+    if frames.next_state is not None:
+        state_rows = frames.next_state.count()
+    if frames.counters is not None:
+        state_rows += frames.counters.count()
+    return EpochOutput(
+        counts=frames.counts,
+        watermark=frames.watermark,
+        watermark_us=frames.watermark_us,
+        results=emitted_rows(frames, spec, epoch),
+        emitted=emitted,
+        state=open_state(frames, spec),
+        state_rows=state_rows,
+        still_open=still_open,
+        late=frames.late,
+        dead=frames.dead,
+        cached=frames.cached,
+    )
+
+
+def _window_counts(frames: EpochFrames, spec: PipelineSpec) -> tuple[int, int]:
+    """(result rows this epoch emits, windows left open)."""
+    rows = frames.merged.groupBy("_closed", "_new").count().collect()
+    by_flags = {(bool(r["_closed"]), bool(r["_new"])): int(r["count"]) for r in rows}
+    still_open = sum(n for (closed, _), n in by_flags.items() if not closed)
+    if spec.emit == "on_update":
+        emitted = sum(n for (_, new), n in by_flags.items() if new)
+        if frames.deletes is not None:
+            emitted += frames.deletes.count()
+    else:
+        emitted = sum(n for (closed, _), n in by_flags.items() if closed)
+    return emitted, still_open

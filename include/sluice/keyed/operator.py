@@ -1,0 +1,339 @@
+"""One epoch of a keyed process function, inside Spark.
+
+1. classify the records (dead letters, ``filter:``; nothing is late: the function sees every
+   valid record and decides with ``ctx.watermark``) and compute each record's position
+   watermark ``_wm``;
+2. split the state ``S_k`` into the keys this epoch touches — keys with records, or with a
+   timer the epoch's final watermark reaches — and the rest, which is carried over as it is
+   (no Python runs for it);
+3. ``cogroup`` the records and the touched state by key and run the function per key group
+   through Arrow (``applyInArrow``, :class:`~sluice.keyed.runner.KeyedProgram`): one result
+   row per key with its new state, timers and emitted rows;
+4. ``S_{k+1}`` = the touched keys that still hold state or timers + the untouched keys; the
+   results are the emitted rows (columns of ``process.output``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from sluice.exceptions import SluiceError
+from sluice.keyed.functions import resolve
+from sluice.keyed.runner import (
+    ERROR_MARK,
+    NO_WATERMARK,
+    TIMERS,
+    KeyedFunctionError,
+    KeyedProgram,
+    KeyResult,
+    stamp_column,
+    state_column,
+)
+from sluice.spec.types import arrow_type, spark_ddl
+from sluice.windows.records import (
+    ACCEPTED,
+    classify_epoch,
+    count_classes,
+    dead_rows,
+    null_safe_join,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.operator import EpochOutput
+    from sluice.spec.model import PipelineSpec, ProcessSpec
+    from sluice.windows.watermarks import WatermarkState
+
+__all__ = ["KEYLESS", "ProcessFunctionFailed", "compute_keyed", "state_columns"]
+
+KEYLESS = "_key"  # the constant key column of a pipeline without key_by
+_ORDER = ("_major", "_line", "_partition")
+
+
+class ProcessFunctionFailed(SluiceError):
+    """The epoch stopped because a process function raised (the message names the key)."""
+
+
+def key_columns(spec: PipelineSpec) -> list[str]:
+    return list(spec.key_by) or [KEYLESS]
+
+
+def state_columns(spec: PipelineSpec) -> list[str]:
+    assert spec.process is not None
+    columns = key_columns(spec)
+    for s in spec.process.state:
+        columns.append(state_column(s.name))
+        if s.ttl_us is not None:
+            columns.append(stamp_column(s.name))
+    return [*columns, TIMERS]
+
+
+def _state_types(process: ProcessSpec) -> list[tuple[str, str]]:
+    """(column, canonical type) of the state columns after the keys."""
+    types = []
+    for s in process.state:
+        value = {"value": s.type, "reducing": s.type, "list": f"array<{s.type}>"}.get(
+            s.kind, f"map<{s.key_type},{s.type}>"
+        )
+        types.append((state_column(s.name), value))
+        if s.ttl_us is not None:
+            stamp = {"value": "long", "reducing": "long", "list": "array<long>"}.get(
+                s.kind, f"map<{s.key_type},long>"
+            )
+            types.append((stamp_column(s.name), stamp))
+    return [*types, (TIMERS, "array<long>")]
+
+
+def compute_keyed(
+    spark: SparkSession,
+    records: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    state: DataFrame | None,
+    *,
+    epoch: int,
+    source_uri: str,
+    waiting: tuple[str, ...] = (),
+) -> EpochOutput:
+    from sluice.operator import EpochOutput
+
+    assert spec.process is not None
+    prepared = classify_epoch(
+        spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None
+    )
+    classified = prepared.classified
+    cached = list(prepared.cached)
+    keys = key_columns(spec)
+    accepted = _accepted(classified, spec)
+    key_ddl = {k: t for k, t in accepted.dtypes if k in keys}
+    state = state if state is not None else _empty_state(spark, spec, key_ddl)
+    marked = _mark_touched(state, accepted, keys, prepared.after_us).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    cached.append(marked)
+    touched = marked.where("_touch").select(*state_columns(spec))
+    untouched = marked.where("not _touch").select(*state_columns(spec))
+    program = _program(spec, epoch, prepared.after_us, accepted.columns)
+    result = _run(accepted, touched, spec, program, key_ddl).persist(StorageLevel.MEMORY_AND_DISK)
+    cached.append(result)
+    emitted, alive = _totals(result, spec, epoch)
+    carried_keys = untouched.count()
+    late = _no_late_rows(classified, spec, epoch)
+    return EpochOutput(
+        counts=count_classes(classified, late, hopping=False),
+        watermark=prepared.watermark,
+        watermark_us=prepared.after_us,
+        results=_results(result, epoch),
+        emitted=emitted,
+        state=result.where("_alive").select(*state_columns(spec)).unionByName(untouched),
+        state_rows=alive + carried_keys,
+        still_open=alive + carried_keys,
+        late=late,
+        dead=dead_rows(classified, spec, epoch, source_uri),
+        cached=tuple(cached),
+    )
+
+
+def _accepted(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Keys, the columns the function sees, event time, position watermark and order."""
+    frame = classified.where(F.col("_class") == ACCEPTED)
+    if not spec.key_by:
+        frame = frame.withColumn(KEYLESS, F.lit(0))
+    visible = [c for c, _ in spec.source.schema] + [n for n, _ in spec.select]
+    extra = [k for k in key_columns(spec) if k not in visible]
+    return frame.select(
+        *[F.col(f"`{c}`") for c in (*extra, *visible)],
+        "_ts_us",
+        F.coalesce(F.col("_wm"), F.lit(NO_WATERMARK)).alias("_wm"),
+        *_ORDER,
+    )
+
+
+def _empty_state(spark: SparkSession, spec: PipelineSpec, key_ddl: dict[str, str]) -> DataFrame:
+    assert spec.process is not None
+    fields = [f"`{k}` {key_ddl[k]}" for k in key_columns(spec)]
+    fields += [f"`{c}` {spark_ddl(t)}" for c, t in _state_types(spec.process)]
+    return spark.createDataFrame([], ", ".join(fields))
+
+
+def _mark_touched(
+    state: DataFrame, accepted: DataFrame, keys: list[str], after_us: int | None
+) -> DataFrame:
+    """``_touch``: the key has records this epoch, or a timer the final watermark reaches."""
+    hits = accepted.select(*[F.col(f"`{k}`") for k in keys]).distinct()
+    hits = hits.withColumn("_hit", F.lit(True))
+    due = F.lit(False)
+    if after_us is not None:
+        due = F.coalesce(F.exists(TIMERS, lambda t: t <= F.lit(after_us)), F.lit(False))
+    joined = null_safe_join(state, hits, keys)
+    return joined.withColumn("_touch", F.coalesce(F.col("_hit"), F.lit(False)) | due)
+
+
+def _program(
+    spec: PipelineSpec, epoch: int, end_watermark: int | None, columns: list[str]
+) -> KeyedProgram:
+    process = spec.process
+    assert process is not None
+    where = process.base_dir
+
+    def find(reference: str, field: str) -> Any:
+        return resolve(reference, where, spec.name, field)
+
+    reducers = tuple(
+        (s.name, find(s.reduce, f"process.state.{s.name}.reduce"))
+        for s in process.state
+        if s.reduce is not None
+    )
+    visible = [c for c, _ in spec.source.schema] + [n for n, _ in spec.select]
+    return KeyedProgram(
+        pipeline=spec.name,
+        epoch=epoch,
+        function=find(process.function, "process.function"),
+        function_ref=process.function,
+        on_timer=find(process.on_timer, "process.on_timer") if process.on_timer else None,
+        on_timer_ref=process.on_timer,
+        states=process.state,
+        reducers=reducers,
+        output=tuple(c for c, _ in process.output),
+        columns=tuple(c for c in visible if c in columns),
+        end_watermark_us=end_watermark,
+    )
+
+
+def _result_types(spec: PipelineSpec, key_ddl: dict[str, str]) -> list[tuple[str, str]]:
+    """(column, Spark DDL) of the rows the per-key function returns."""
+    assert spec.process is not None
+    output = ",".join(f"{c}:{t}" for c, t in spec.process.output)
+    return [
+        *[(k, key_ddl[k]) for k in key_columns(spec)],
+        *[(c, spark_ddl(t)) for c, t in _state_types(spec.process)],
+        ("_out", spark_ddl(f"array<struct<{output}>>")),
+        ("_alive", "boolean"),
+        ("_fired", "bigint"),
+    ]
+
+
+def _run(
+    accepted: DataFrame,
+    touched: DataFrame,
+    spec: PipelineSpec,
+    program: KeyedProgram,
+    key_ddl: dict[str, str],
+) -> DataFrame:
+    assert spec.process is not None
+    keys = key_columns(spec)
+    types = _result_types(spec, key_ddl)
+    state_arrow = {c: arrow_type(t) for c, t in _state_types(spec.process)}
+    output = ",".join(f"{c}:{t}" for c, t in spec.process.output)
+    out_arrow = arrow_type(f"array<struct<{output}>>")
+    group = _KeyGroup(program, keys, bool(spec.key_by), state_arrow, out_arrow)
+
+    def apply(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
+        return group(key, records, state)  # Spark wants a function, not a callable object
+
+    grouped = accepted.groupBy(*[F.col(f"`{k}`") for k in keys])
+    other = touched.groupBy(*[F.col(f"`{k}`") for k in keys])
+    schema = ", ".join(f"`{c}` {t}" for c, t in types)
+    return grouped.cogroup(other).applyInArrow(apply, schema)
+
+
+class _KeyGroup:
+    """The per-key-group Arrow function (pickled to the executors)."""
+
+    def __init__(
+        self,
+        program: KeyedProgram,
+        keys: list[str],
+        keyed: bool,
+        state_arrow: dict[str, pa.DataType],
+        out_arrow: pa.DataType,
+    ) -> None:
+        self.program, self.keys, self.keyed = program, keys, keyed
+        self.state_arrow, self.out_arrow = state_arrow, out_arrow
+
+    def __call__(self, key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
+        values = [k.as_py() for k in key]
+        user_key = (values[0] if len(values) == 1 else tuple(values)) if self.keyed else None
+        order = [(c, "ascending") for c in _ORDER]
+        frame = records.sort_by(order).to_pandas()
+        row = state.to_pylist()[0] if state.num_rows else None
+        result = self.program.run_key(user_key, frame, row)
+        return self._table(key, user_key, result)
+
+    def _table(self, key: tuple[Any, ...], user_key: Any, result: KeyResult) -> pa.Table:
+        import pyarrow as pa
+
+        names = list(self.keys)
+        arrays = [pa.array([k.as_py()], type=k.type) for k in key]
+        state = result.state or {}
+        for column, kind in self.state_arrow.items():
+            names.append(column)
+            arrays.append(self._array(column, state.get(column), kind, user_key))
+        names += ["_out", "_alive", "_fired"]
+        arrays.append(self._array("process.output", result.rows, self.out_arrow, user_key))
+        arrays.append(pa.array([result.state is not None]))
+        arrays.append(pa.array([result.fired], type=pa.int64()))
+        return pa.Table.from_arrays(arrays, names=names)
+
+    def _array(self, what: str, value: Any, kind: pa.DataType, key: Any) -> pa.Array:
+        import pyarrow as pa
+
+        try:
+            return pa.array([value], type=kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise KeyedFunctionError(
+                self.program.pipeline, self.program.epoch, key, self.program.function_ref,
+                f"{what}: a value does not fit the declared type {kind}: {exc}",
+            ) from exc  # fmt: skip
+
+
+def _totals(result: DataFrame, spec: PipelineSpec, epoch: int) -> tuple[int, int]:
+    """(rows emitted, keys left holding state); runs the functions."""
+    try:
+        row = result.agg(
+            F.coalesce(F.sum(F.size("_out")), F.lit(0)).alias("emitted"),
+            F.coalesce(F.sum(F.col("_alive").cast("long")), F.lit(0)).alias("alive"),
+        ).collect()[0]
+    except Exception as exc:
+        message = _failure(str(exc))
+        if message is None:
+            raise
+        raise ProcessFunctionFailed(message) from None
+    return int(row["emitted"]), int(row["alive"])
+
+
+def _failure(text: str) -> str | None:
+    """The KeyedFunctionError line of a Spark error raised on an executor, if any."""
+    for line in text.splitlines():
+        at = line.find(ERROR_MARK)
+        if at >= 0:
+            return line[at + len(ERROR_MARK) :].strip()
+    return None
+
+
+def _results(result: DataFrame, epoch: int) -> DataFrame:
+    return result.select(F.explode("_out").alias("o")).select(
+        "o.*",
+        F.lit("upsert").alias("_op"),
+        F.lit(epoch).cast("long").alias("_epoch"),
+    )
+
+
+def _no_late_rows(classified: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+    """A process function sees every valid record: the late sink gets nothing (an empty
+    frame with the late-records columns, so every sink keeps one schema)."""
+    none = classified.where(F.lit(False))
+    return none.select(
+        *[F.col(f"`{c}`") for c, _ in spec.source.schema],
+        F.lit(None).cast("timestamp").alias("window_start"),
+        F.lit(None).cast("timestamp").alias("window_end"),
+        F.lit(None).cast("timestamp").alias("watermark"),
+        F.col("_file").alias("source_file"),
+        F.col("_line").alias("source_line"),
+        F.lit(epoch).cast("long").alias("epoch"),
+    )

@@ -1,0 +1,82 @@
+"""What every operator (windows, keyed process functions) gives the protocol for one epoch.
+
+The process step (:mod:`sluice.protocol.process`) reads the planned records and the state
+``S_k``, asks the pipeline's operator for an :class:`EpochOutput`, writes its ``state`` as
+``S_{k+1}`` and hands ``results``, ``late`` and ``dead`` to the sinks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sluice.windows.records import EpochCounts
+from sluice.windows.watermarks import WatermarkState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.spec.model import PipelineSpec
+
+__all__ = ["EpochOutput", "compute_output", "state_columns"]
+
+
+@dataclass(frozen=True)
+class EpochOutput:
+    counts: EpochCounts
+    watermark: WatermarkState
+    watermark_us: int | None  # the global watermark after the epoch (idle rule applied)
+    results: DataFrame  # result columns plus _op and _epoch
+    emitted: int  # rows in results
+    state: DataFrame | None  # S_{k+1} rows (None or state_rows == 0: empty)
+    state_rows: int
+    still_open: int  # windows still open, or keys holding state
+    late: DataFrame
+    dead: DataFrame
+    cached: tuple[DataFrame, ...]
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+
+
+def state_columns(spec: PipelineSpec) -> list[str]:
+    """The columns of a state snapshot row of ``spec``'s operator, in order."""
+    if spec.process is not None:
+        from sluice.keyed.operator import state_columns as keyed_columns
+
+        return keyed_columns(spec)
+    from sluice.windows import state_columns as window_columns
+
+    return window_columns(spec)
+
+
+def compute_output(
+    spark: SparkSession,
+    records: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    state: DataFrame | None,
+    *,
+    epoch: int,
+    source_uri: str,
+    waiting: tuple[str, ...] = (),
+) -> EpochOutput:
+    """One epoch of ``spec``'s operator over ``records`` and the state ``S_k``."""
+    if spec.process is not None:
+        from sluice.keyed.operator import compute_keyed
+
+        return compute_keyed(
+            spark, records, spec, carried, state, epoch=epoch, source_uri=source_uri,
+            waiting=waiting,
+        )  # fmt: skip
+    from sluice.windows import compute_epoch, window_output
+
+    frames = compute_epoch(
+        spark, records, spec, carried, state, epoch=epoch, source_uri=source_uri, waiting=waiting
+    )
+    try:
+        return window_output(frames, spec, epoch)
+    except BaseException:
+        frames.release()
+        raise

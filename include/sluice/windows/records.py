@@ -1,0 +1,225 @@
+"""One epoch's records, classified: the part every operator (windows, process functions)
+shares.
+
+1. derive the ``select:`` columns and ``filter:`` (an expression that raises makes the record
+   a dead letter, see :mod:`sluice.windows.expressions`);
+2. take each valid record's event time (``_ts_us``), advance the per-partition watermarks and
+   compute the watermark at each record's position (``_wm``);
+3. classify: dead letter, filtered, late (by the operator's rule) or accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+
+from sluice.exceptions import SluiceError
+from sluice.windows.expressions import failure_reason, guarded
+from sluice.windows.watermarks import WatermarkState, prefix_maxima
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.spec.model import PipelineSpec
+
+__all__ = [
+    "ACCEPTED",
+    "DEAD",
+    "FILTERED",
+    "LATE",
+    "Classified",
+    "EpochCounts",
+    "InvalidExpression",
+    "classify_epoch",
+    "count_classes",
+    "dead_rows",
+    "derive",
+    "null_safe_join",
+]
+
+DEAD, FILTERED, LATE, ACCEPTED = "dead", "filtered", "late", "accepted"
+
+
+class InvalidExpression(SluiceError):
+    """A ``select:`` or ``filter:`` expression Spark cannot analyse."""
+
+    def __init__(self, pipeline: str, field: str, expression: str, reason: str) -> None:
+        first = reason.strip().splitlines()[0] if reason.strip() else reason
+        super().__init__(
+            f"pipeline {pipeline}: {field}: Spark cannot evaluate {expression!r}: {first}. "
+            "Fix the expression (Spark SQL syntax) in the spec."
+        )
+
+
+@dataclass(frozen=True)
+class EpochCounts:
+    records_read: int
+    accepted: int
+    late: int
+    dead: int
+    filtered: int = 0
+    late_rows: int = 0  # rows for the late sink: one per (late record, missed window)
+
+    def reconciles(self) -> bool:
+        return self.records_read == self.accepted + self.late + self.dead + self.filtered
+
+
+def _maxima(records: DataFrame) -> list[tuple[str, int, int]]:
+    rows = (
+        records.where(F.col("_ts_us").isNotNull())
+        .groupBy("_partition", "_major")
+        .agg(F.max("_ts_us").alias("m"))
+        .collect()
+    )
+    return [(r["_partition"], int(r["_major"]), int(r["m"])) for r in rows]
+
+
+def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The ``select:`` columns, then ``_keep`` from ``filter:``. Each expression runs only on
+    records without an ``_error`` so far; one that raises gives the record its ``_error``
+    (a dead letter naming the field) instead of failing the epoch."""
+    frame = records
+    for name, expression in spec.select:
+        frame = _evaluate(frame, spec, f"select.{name}", expression, name)
+    if not spec.filter:
+        return frame.withColumn("_keep", F.lit(True))
+    frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
+    return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
+
+
+def _evaluate(
+    frame: DataFrame, spec: PipelineSpec, field: str, expression: str, into: str
+) -> DataFrame:
+    try:  # ParseException is an AnalysisException too
+        tried = guarded(frame.sparkSession, F.expr(expression), spec.name)
+        frame = frame.withColumn("_g", F.when(F.col("_error").isNull(), tried))
+    except AnalysisException as exc:
+        raise InvalidExpression(spec.name, field, expression, str(exc)) from exc
+    raised = F.col("_error").isNull() & F.col("_g").isNull()
+    return (
+        frame.withColumn(
+            "_error",
+            F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.col("_error")),
+        )
+        .withColumn(into, F.col("_g.v"))
+        .drop("_g")
+    )
+
+
+def _position_watermark(
+    spark: SparkSession,
+    frame: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    maxima: list[tuple[str, int, int]],
+    before_us: int | None,
+) -> DataFrame:
+    """``_wm``: the watermark at each record's position, floored by the global watermark the
+    epoch started from (see "Late records" in the docs)."""
+    prefixes = spark.createDataFrame(
+        prefix_maxima(carried, maxima), "_partition string, _major int, _before long"
+    )
+    in_file = Window.partitionBy("_partition", "_major").orderBy("_line")
+    earlier = in_file.rowsBetween(Window.unboundedPreceding, -1)
+    frame = frame.join(F.broadcast(prefixes), ["_partition", "_major"], "left")
+    pos_max = F.greatest("_before", F.max("_ts_us").over(earlier))
+    wm = pos_max - spec.event_time.max_out_of_orderness_us
+    if before_us is not None:
+        wm = F.greatest(wm, F.lit(before_us))
+    return frame.withColumn("_wm", wm).drop("_before")
+
+
+def _classify(frame: DataFrame, late: Column | None) -> DataFrame:
+    kind = F.when(F.col("_error").isNotNull(), DEAD).when(~F.col("_keep"), FILTERED)
+    if late is not None:
+        kind = kind.when(late, LATE)
+    return frame.withColumn("_class", kind.otherwise(ACCEPTED))
+
+
+def null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFrame:
+    """Left join on ``keys`` where null equals null (a null key is a key like any other)."""
+    if not keys:
+        return left.join(right, F.lit(True), "left")
+    renamed = right.select(*[F.col(f"`{k}`").alias(f"_r_{k}") for k in keys], *[
+        c for c in right.columns if c not in keys
+    ])  # fmt: skip
+    cond = [F.col(f"`{k}`").eqNullSafe(F.col(f"`_r_{k}`")) for k in keys]
+    joined = left.join(renamed, cond, "left")
+    return joined.drop(*[f"_r_{k}" for k in keys])
+
+
+def count_classes(classified: DataFrame, late: DataFrame, hopping: bool) -> EpochCounts:
+    by_class = {
+        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
+    }
+    accepted, late_n, dead, filtered = (
+        by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
+    )
+    # Only hopping windows give late rows to accepted records or several to one record.
+    late_rows = late.count() if hopping else late_n
+    return EpochCounts(
+        accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
+    )
+
+
+def dead_rows(classified: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
+    code_and_reason = F.split(F.col("_error"), ": ", 2)
+    return classified.where(F.col("_class") == DEAD).select(
+        F.lit(spec.name).alias("pipeline"),
+        F.lit(epoch).cast("long").alias("epoch"),
+        F.lit(source).alias("source"),
+        F.col("_file").alias("file"),
+        F.col("_line").alias("line"),
+        F.col("_raw").alias("raw"),
+        code_and_reason.getItem(0).alias("reason_code"),
+        code_and_reason.getItem(1).alias("reason"),
+    )
+
+
+@dataclass(frozen=True)
+class Classified:
+    """The epoch's records with ``_class``, ``_ts_us``, ``_epoch`` (and ``_wm``), the
+    watermarks, and the frames cached on the way (to unpersist when the epoch is done)."""
+
+    classified: DataFrame
+    types: dict[str, str]  # column -> Spark type of the derived records
+    watermark: WatermarkState
+    after_us: int | None  # the global watermark after the epoch (idle rule applied)
+    cached: tuple[DataFrame, ...]
+
+
+def classify_epoch(
+    spark: SparkSession,
+    records: DataFrame,
+    spec: PipelineSpec,
+    carried: WatermarkState,
+    *,
+    epoch: int,
+    waiting: tuple[str, ...],
+    lateness: Column | None,
+    positions: bool = True,
+) -> Classified:
+    """Derive, time and classify one epoch's records. ``lateness`` is the operator's rule over
+    ``_ts_us`` and ``_wm`` (None: no record is late); ``positions``: compute ``_wm``.
+    ``waiting``: the partitions the source still has unread input for after this epoch."""
+    et = spec.event_time
+    # select/filter first: a record whose expression raised is dead and moves no watermark
+    records = derive(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
+    records = records.withColumn(
+        "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
+    )
+    maxima = _maxima(records)
+    watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
+    before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    frame = records.withColumn("_epoch", F.lit(epoch).cast("long"))
+    types = dict(frame.dtypes)
+    if positions:
+        frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
+    classified = _classify(frame, lateness).persist(StorageLevel.MEMORY_AND_DISK)
+    return Classified(classified, types, watermark, after_us, (records, classified))
