@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from sluice.spec.model import PipelineSpec
 
-__all__ = ["EpochOutput", "compute_output", "state_columns"]
+__all__ = ["EpochOutput", "align_state", "compute_output", "state_columns"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,22 @@ def state_columns(spec: PipelineSpec) -> list[str]:
     from sluice.windows import state_columns as window_columns
 
     return window_columns(spec)
+
+
+def align_state(spec: PipelineSpec, frame: DataFrame) -> DataFrame:
+    """A stored snapshot in the column order of :func:`state_columns`. A keyed function's
+    state gains a TTL column when a TTL was added since (null: written before, never expires)."""
+    from pyspark.sql import functions as F
+
+    missing: dict[str, str] = {}
+    if spec.process is not None:
+        from sluice.keyed.operator import stamp_types
+
+        missing = {c: t for c, t in stamp_types(spec).items() if c not in frame.columns}
+    return frame.select(*[
+        F.lit(None).cast(missing[c]).alias(c) if c in missing else F.col(f"`{c}`")
+        for c in state_columns(spec)
+    ])  # fmt: skip
 
 
 def compute_output(

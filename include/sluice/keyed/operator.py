@@ -49,7 +49,13 @@ if TYPE_CHECKING:
     from sluice.spec.model import PipelineSpec, ProcessSpec
     from sluice.windows.watermarks import WatermarkState
 
-__all__ = ["KEYLESS", "ProcessFunctionFailed", "compute_keyed", "state_columns"]
+__all__ = [
+    "KEYLESS",
+    "ProcessFunctionFailed",
+    "compute_keyed",
+    "stamp_types",
+    "state_columns",
+]
 
 KEYLESS = "_key"  # the constant key column of a pipeline without key_by
 _ORDER = ("_major", "_line", "_partition")
@@ -87,6 +93,13 @@ def _state_types(process: ProcessSpec) -> list[tuple[str, str]]:
             )
             types.append((stamp_column(s.name), stamp))
     return [*types, (TIMERS, "array<long>")]
+
+
+def stamp_types(spec: PipelineSpec) -> dict[str, str]:
+    """Spark DDL of the TTL stamp columns (states with a ``ttl``)."""
+    assert spec.process is not None
+    stamps = {stamp_column(s.name) for s in spec.process.state if s.ttl_us is not None}
+    return {c: spark_ddl(t) for c, t in _state_types(spec.process) if c in stamps}
 
 
 def compute_keyed(

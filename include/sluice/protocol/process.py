@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import functions as F
-
-from sluice.operator import EpochOutput, compute_output, state_columns
+from sluice.operator import EpochOutput, align_state, compute_output
 from sluice.protocol import layout
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
@@ -191,9 +189,8 @@ def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> 
 
 
 def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:
-    """The window state ``S_k`` a plan starts from (None when empty). Parquet carries its own
+    """The state ``S_k`` a plan starts from (None when empty). Parquet carries its own
     schema (derived key columns have no declared type); the columns are put in state order."""
     if ref.uri is None or ref.rows == 0:
         return None
-    frame = spark.read.parquet(to_spark_uri(ref.uri))
-    return frame.select(*[F.col(f"`{c}`") for c in state_columns(rt.spec)])
+    return align_state(rt.spec, spark.read.parquet(to_spark_uri(ref.uri)))
