@@ -10,7 +10,8 @@ bare name is looked up among the functions registered from Python::
     def flat_map(ctx, records): ...
 
 Modules found next to the spec are shipped to Spark's executors by value (cloudpickle), so a
-pipeline's functions need no installation on the cluster.
+pipeline's functions need no installation on the cluster. :func:`load_reference` is that
+lookup on its own; plugin sources and sinks (``type: module:Class``) use it too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, TypeVar, overload
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["FunctionNotFound", "register", "registered", "resolve"]
+__all__ = ["FunctionNotFound", "load_reference", "register", "registered", "resolve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _REGISTRY: dict[str, Callable[..., Any]] = {}
@@ -65,17 +66,36 @@ def resolve(reference: str, base_dir: str | None, pipeline: str, field: str) -> 
         raise FunctionNotFound(pipeline, field, reference,
                                f"no function registered under that name (registered: {known}); "
                                "write module:function to import one")  # fmt: skip
-    module_name, attribute = reference.split(":", 1)
-    module = _import(module_name, base_dir, pipeline, field, reference)
-    function = getattr(module, attribute, None)
-    if not callable(function):
-        raise FunctionNotFound(pipeline, field, reference,
-                               f"module {module_name} ({getattr(module, '__file__', '?')}) has "
-                               f"no function {attribute!r}")  # fmt: skip
+
+    def fail(reason: str) -> SluiceError:
+        return FunctionNotFound(pipeline, field, reference, reason)
+
+    function: Callable[..., Any] = load_reference(reference, base_dir, fail)
     return function
 
 
-def _import(name: str, base_dir: str | None, pipeline: str, field: str, reference: str) -> Any:
+def load_reference(
+    reference: str,
+    base_dir: str | None,
+    fail: Callable[[str], Exception],
+    *,
+    what: str = "function",
+    accept: Callable[[Any], bool] = callable,
+) -> Any:
+    """The object ``module:name`` names: ``module`` imported first from ``base_dir`` (the spec's
+    folder, shipped to executors by value), else from ``sys.path``. ``fail(reason)`` builds the
+    error raised when the module cannot be imported or has no ``what`` called ``name`` (an
+    attribute that ``accept`` refuses counts as missing)."""
+    module_name, attribute = reference.split(":", 1)
+    module = _import(module_name, base_dir, fail)
+    found = getattr(module, attribute, None)
+    if found is None or not accept(found):
+        raise fail(f"module {module_name} ({getattr(module, '__file__', '?')}) has no "
+                   f"{what} {attribute!r}")  # fmt: skip
+    return found
+
+
+def _import(name: str, base_dir: str | None, fail: Callable[[str], Exception]) -> Any:
     _forget_if_stale(name, base_dir)
     added = base_dir is not None and base_dir not in sys.path
     if added:
@@ -83,8 +103,7 @@ def _import(name: str, base_dir: str | None, pipeline: str, field: str, referenc
     try:
         module = importlib.import_module(name)
     except Exception as exc:  # an ImportError, or the module's own code failing
-        reason = f"importing {name} failed: {type(exc).__name__}: {exc}"
-        raise FunctionNotFound(pipeline, field, reference, reason) from exc
+        raise fail(f"importing {name} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         if added:
             sys.path.remove(str(base_dir))

@@ -10,6 +10,7 @@ __all__ = [
     "MissingConnection",
     "NoPlan",
     "NoPreparedAttempt",
+    "PluginError",
     "ProtocolError",
     "SpecChanged",
 ]
@@ -76,3 +77,13 @@ class MissingConnection(ProtocolError):
             f"(or AIRFLOW_CONN_{env}) to its URI, e.g. postgresql://user:password@host:5432/db"
         )
         self.pipeline, self.sink, self.connection = pipeline, sink, connection
+
+
+class PluginError(ProtocolError):
+    """A user-defined source or sink (``type: module:Class``) cannot be imported or built:
+    the module or class is missing, the class is not a Source / Sink, or its constructor
+    raised."""
+
+    def __init__(self, pipeline: str, field: str, reference: str, reason: str) -> None:
+        super().__init__(f"pipeline {pipeline}: {field}: cannot use {reference!r}: {reason}")
+        self.pipeline, self.field, self.reference, self.reason = pipeline, field, reference, reason

@@ -6,13 +6,17 @@ reads the wall clock, a random source or the environment on its own.
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sluice.protocol.exceptions import MissingConnection
+from sluice.keyed.functions import load_reference
+from sluice.protocol.exceptions import MissingConnection, PluginError
 from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
 from sluice.sinks import FilesSink, Sink
@@ -75,16 +79,23 @@ class Runtime:
         repo = Repository(root)
         source = _source(spec, repo)
         opened = _SinkFactory(spec, connections or {}, spark or _default_spark(spec))
-        roles = [SinkRole(opened.sink(s), "results") for s in spec.sinks]
-        roles.append(SinkRole(opened.sink(spec.late_records), "late"))
-        roles.append(SinkRole(opened.sink(spec.dead_letters), "dead"))
+        roles = [SinkRole(opened.sink(s, f"sinks.{s.name}"), "results") for s in spec.sinks]
+        roles.append(SinkRole(opened.sink(spec.late_records, "late_records"), "late"))
+        roles.append(SinkRole(opened.sink(spec.dead_letters, "dead_letters"), "dead"))
         return cls(
             spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
         )
 
 
 def _source(spec: PipelineSpec, repo: Repository) -> Source:
-    """The source ``spec.source.type`` names."""
+    """The source ``spec.source.type`` names; a plugin gets ``(spec, options, event time
+    column)``."""
+    if spec.source.plugin:
+        cls = _plugin_class(spec, "source", spec.source.type, Source)
+        options = copy.deepcopy(dict(spec.source.options))
+        args = (spec.source, options, spec.event_time.column)
+        source: Source = _construct(spec, "source", spec.source.type, cls, *args)
+        return source
     if spec.source.type == "nexmark":
         return NexmarkSource(spec.source)
     return FilesSource(
@@ -101,7 +112,18 @@ class _SinkFactory:
     connections: Mapping[str, str]
     spark: Callable[[], SparkSession]
 
-    def sink(self, sink: SinkSpec) -> Sink:
+    def sink(self, sink: SinkSpec, field: str) -> Sink:
+        """The sink ``sink`` names (``field``: where the spec declares it, for errors); a plugin
+        gets ``(spec, options, pipeline name)``."""
+        if sink.plugin:
+            cls = _plugin_class(self.spec, field, sink.type, Sink)
+            options = copy.deepcopy(dict(sink.options))
+            args = (sink, options, self.spec.name)
+            built: Sink = _construct(self.spec, field, sink.type, cls, *args)
+            if getattr(built, "name", None) != sink.name:
+                reason = f"its name is {getattr(built, 'name', None)!r}; set self.name = spec.name"
+                raise PluginError(self.spec.name, f"{field}.type", sink.type, reason)
+            return built
         if sink.type == "postgres":
             from sluice.sinks.postgres import PostgresSink
 
@@ -116,6 +138,31 @@ class _SinkFactory:
 
             return DeltaSink(sink, store, self.spec.name, self.spark)
         return FilesSink(sink, store)
+
+
+def _plugin_class(spec: PipelineSpec, field: str, reference: str, base: type) -> type:
+    """The class ``reference`` names, imported from the spec's folder first (as process
+    functions are), checked to be a ``base``."""
+
+    def fail(reason: str) -> PluginError:
+        return PluginError(spec.name, f"{field}.type", reference, reason)
+
+    folder = None if spec.origin == "<memory>" else os.path.dirname(os.path.abspath(spec.origin))
+    cls: type = load_reference(reference, folder, fail, what="class", accept=inspect.isclass)
+    if not issubclass(cls, base):
+        wanted = f"{base.__module__}.{base.__qualname__}"
+        raise fail(f"{cls.__module__}.{cls.__qualname__} is not a subclass of {wanted}")
+    return cls
+
+
+def _construct(spec: PipelineSpec, field: str, reference: str, cls: type, *args: Any) -> Any:
+    """``cls(*args)``; whatever it raises (options it refuses, an abstract method left out)
+    becomes a :class:`PluginError` naming the field."""
+    try:
+        return cls(*args)
+    except Exception as exc:
+        reason = f"{cls.__qualname__}(...) raised {type(exc).__name__}: {exc}"
+        raise PluginError(spec.name, f"{field}.options", reference, reason) from exc
 
 
 def _default_spark(spec: PipelineSpec) -> Callable[[], SparkSession]:

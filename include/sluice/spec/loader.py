@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 from pathlib import Path
@@ -74,12 +75,17 @@ _NEXMARK_SOURCE = {
 }
 _EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness", "idle_timeout"}
 _WINDOW = {"type", "size", "slide", "gap", "count", "max_duration"}
-_SINK = {"name", "type", "path", "format", "mode", "table", "connection", "partition_by"}
+_SINK = {"name", "type", "path", "format", "mode", "table", "connection", "partition_by", "options"}
 _SINK_FIELDS = {  # which settings each sink type takes (besides name, type and mode)
     "files": {"path", "format", "partition_by"},
     "postgres": {"table", "connection"},
     "delta": {"path", "partition_by"},
 }
+# a user-defined source or sink: ``package.module:Class`` (docs/extending.md)
+_CLASS_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_PLUGIN_SOURCE = {"type", "schema", "options"}
+_PLUGIN_SINK = {"name", "type", "mode", "options"}
+_PLUGIN_HINT = "or a class of your own, module:Class (docs/extending.md)"
 _TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
@@ -174,14 +180,16 @@ class _Checker:
         field: str,
         choices: tuple[str, ...] = (),
         default: str | None = None,
+        hint: str = "",
     ) -> str | None:
         value = data.get(key, default)
         where = f"{field}.{key}".lstrip(".")
+        more = f" {hint}" if hint else ""
         if value is None:
-            self.add(where, "is required", f"one of {list(choices)}" if choices else "add it")
+            self.add(where, "is required", f"one of {list(choices)}{more}" if choices else "add it")
             return None
         if not isinstance(value, str) or (choices and value not in choices):
-            self.add(where, f"{value!r} is not valid", f"use one of {list(choices)}")
+            self.add(where, f"{value!r} is not valid", f"use one of {list(choices)}{more}")
             return None
         return value
 
@@ -327,12 +335,14 @@ class _Checker:
     def source(self, value: Any) -> SourceSpec | None:
         if isinstance(value, dict) and value.get("type") == "nexmark":
             return self.nexmark_source(value)
+        if isinstance(value, dict) and _names_class(value.get("type")):
+            return self.plugin_source(value)
         data = self.mapping(value, "source", _SOURCE) if value is not None else None
         if data is None:
             if value is None:
                 self.add("source", "is required", "add a files source (see README 'Spec')")
             return None
-        kind = self.string(data, "type", "source", ("files", "nexmark"))
+        kind = self.string(data, "type", "source", ("files", "nexmark"), hint=_PLUGIN_HINT)
         path = self.string(data, "path", "source")
         fmt = self.string(data, "format", "source", ("jsonl", "csv", "parquet"))
         schema = self.schema(data.get("schema"))
@@ -346,7 +356,7 @@ class _Checker:
         if not (kind and path and fmt and schema and partition_by):
             return None
         return SourceSpec(
-            kind,  # type: ignore[arg-type]
+            kind,
             path,
             fmt,  # type: ignore[arg-type]
             schema,
@@ -354,6 +364,44 @@ class _Checker:
             bool(header),
             partition_by,  # type: ignore[arg-type]
         )
+
+    def plugin_source(self, value: dict[str, Any]) -> SourceSpec | None:
+        """``type: module:Class``: a user-defined source; the engine needs its columns
+        (``schema``) and hands it ``options`` (docs/extending.md)."""
+        for key in sorted(set(value) - _PLUGIN_SOURCE):
+            self.add(f"source.{key}", "is not a setting of a plugin source",
+                     "put the source's own settings under source.options")  # fmt: skip
+        reference = self.class_reference(value.get("type"), "source.type")
+        if value.get("schema") is None:
+            self.add("source.schema", "is required for a plugin source (the engine needs the "
+                     "record columns)", "e.g. {user: string, ts: timestamp}")  # fmt: skip
+            return None
+        schema = self.schema(value["schema"])
+        options = self.options(value.get("options"), "source.options")
+        if reference is None or schema is None or options is None:
+            return None
+        return SourceSpec(reference, "", "parquet", schema, options=options)
+
+    def class_reference(self, value: Any, where: str) -> str | None:
+        if not isinstance(value, str) or not _CLASS_RE.match(value):
+            fix = "write module:Class, e.g. mypkg.sources:MySource (docs/extending.md)"
+            self.add(where, f"{value!r} is not a class reference", fix)
+            return None
+        return value
+
+    def options(self, value: Any, where: str) -> tuple[tuple[str, Any], ...] | None:
+        """A plugin's ``options``: a mapping of JSON values, kept as sorted (name, value)."""
+        if value is None:
+            return ()
+        if not isinstance(value, dict):
+            self.add(where, f"expected a mapping, got {_kind(value)}", "e.g. {table: clicks}")
+            return None
+        problems = [p for k, v in value.items() for p in _json_problems(v, f"{where}.{k}")]
+        problems += [(f"{where}.{k}", "is not a text key") for k in value if not isinstance(k, str)]
+        for field, problem in problems:
+            self.add(field, problem, "use strings, numbers, booleans, null, lists and mappings "
+                     "(quote dates and times)")  # fmt: skip
+        return None if problems else tuple(sorted(value.items()))
 
     def nexmark_source(self, value: dict[str, Any]) -> SourceSpec | None:
         """``type: nexmark``: one event kind of the generated Nexmark stream (docs/nexmark.md)."""
@@ -613,7 +661,9 @@ class _Checker:
         if not isinstance(sink_name, str) or not NAME_RE.match(sink_name):
             self.add(f"{field}.name", f"{sink_name!r} is not a valid sink name", "e.g. out")
             return None
-        kind = self.string(data, "type", field, SINK_TYPES)
+        if _names_class(data.get("type")):
+            return self.plugin_sink(data, field, sink_name)
+        kind = self.string(data, "type", field, SINK_TYPES, hint=_PLUGIN_HINT)
         mode = self.string(data, "mode", field, ("append", "upsert"), default="append")
         if not (kind and mode):
             return None
@@ -648,6 +698,18 @@ class _Checker:
         if not (path and fmt) or wrong:
             return None
         return SinkSpec(sink_name, kind, path, fmt, mode, partition_by=partition_by)  # type: ignore[arg-type]
+
+    def plugin_sink(self, data: dict[str, Any], field: str, name: str) -> SinkSpec | None:
+        """``type: module:Class``: a user-defined sink with ``options`` (docs/extending.md)."""
+        for key in sorted(set(data) - _PLUGIN_SINK):
+            self.add(f"{field}.{key}", "is not a setting of a plugin sink",
+                     "put the sink's own settings under options")  # fmt: skip
+        reference = self.class_reference(data.get("type"), f"{field}.type")
+        mode = self.string(data, "mode", field, ("append", "upsert"), default="append")
+        options = self.options(data.get("options"), f"{field}.options")
+        if reference is None or mode is None or options is None or set(data) - _PLUGIN_SINK:
+            return None
+        return SinkSpec(name, reference, "", mode=mode, options=options)  # type: ignore[arg-type]
 
     def partition_columns(self, value: Any, field: str) -> tuple[str, ...]:
         if value is None:
@@ -766,11 +828,11 @@ class _Checker:
         checkpoint: CheckpointSpec | None,
     ) -> None:
         """Outputs must not land inside the input, or a later epoch would read them back."""
-        if source is None:
+        if source is None or source.plugin:
             return
         src = _norm(source.path)
         for sink in (*sinks, late, dead):
-            if not sink or sink.type == "postgres":
+            if not sink or sink.type == "postgres" or sink.plugin:
                 continue
             if _norm(sink.path) == src or _norm(sink.path).startswith(src + "/"):
                 self.add(
@@ -780,6 +842,25 @@ class _Checker:
                 )
         if checkpoint and _norm(checkpoint.storage).startswith(src + "/"):
             self.add("checkpoint.storage", "is inside the source path", "move it elsewhere")
+
+
+def _names_class(value: Any) -> bool:
+    """A ``type`` with a colon means a class reference (checked by ``class_reference``)."""
+    return isinstance(value, str) and ":" in value
+
+
+def _json_problems(value: Any, where: str) -> list[tuple[str, str]]:
+    """(field, problem) for every part of ``value`` that is not a JSON value."""
+    if value is None or isinstance(value, str | bool | int):
+        return []
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [(where, f"{value!r} is not a JSON number")]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _json_problems(v, f"{where}[{i}]")]
+    if isinstance(value, dict):
+        keys = [(f"{where}.{k}", "is not a text key") for k in value if not isinstance(k, str)]
+        return keys + [p for k, v in value.items() for p in _json_problems(v, f"{where}.{k}")]
+    return [(where, f"{value!r} ({type(value).__name__}) is not a JSON value")]
 
 
 def _norm(path: str) -> str:

@@ -52,7 +52,10 @@ SinkFormat = Literal["parquet", "jsonl"]
 
 @dataclass(frozen=True)
 class SourceSpec:
-    type: Literal["files", "nexmark"]
+    """Where the input comes from: ``files``, ``nexmark`` or a plugin class ``module:Class``
+    (whose ``path`` is empty and whose settings are ``options``)."""
+
+    type: str  # "files", "nexmark" or "module:Class"
     path: str
     format: SourceFormat
     schema: tuple[tuple[str, str], ...]
@@ -60,11 +63,17 @@ class SourceSpec:
     header: bool = True  # csv only: the first line of every file is a header
     # files: "none" (one partition) or "directory" (each first-level folder is a partition)
     partition_by: Literal["none", "directory"] = "none"
-    # source-type specific settings (e.g. the nexmark generator's), as sorted (name, value)
-    options: tuple[tuple[str, Any], ...] = ()
+    # source-type specific settings (the nexmark generator's, a plugin's), as sorted
+    # (name, value); a plugin's values are JSON values (lists, dicts: not hashable)
+    options: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
 
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
+
+    @property
+    def plugin(self) -> bool:
+        """A ``module:Class`` type: a user-defined class (docs/extending.md)."""
+        return ":" in self.type
 
     def column_type(self, name: str) -> str:
         return dict(self.schema)[name]
@@ -168,10 +177,11 @@ class ProcessSpec:
 @dataclass(frozen=True)
 class SinkSpec:
     """Where one output goes. ``files`` and ``delta`` write under ``path``; ``postgres`` writes
-    ``table`` through ``connection`` (a connection id, see docs/sinks.md)."""
+    ``table`` through ``connection`` (a connection id, see docs/sinks.md); a plugin
+    ``module:Class`` gets ``options`` (its ``path`` is empty)."""
 
     name: str
-    type: Literal["files", "postgres", "delta"]
+    type: str  # "files", "postgres", "delta" or "module:Class"
     path: str
     format: SinkFormat = "parquet"  # files only
     mode: Literal["append", "upsert"] = "append"
@@ -181,6 +191,16 @@ class SinkSpec:
     # upsert sinks: the columns that identify a row (filled in from the pipeline's keys and
     # window by the loader)
     keys: tuple[str, ...] = ()
+    # a plugin's settings as sorted (name, JSON value)
+    options: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+    @property
+    def plugin(self) -> bool:
+        """A ``module:Class`` type: a user-defined class (docs/extending.md)."""
+        return ":" in self.type
 
 
 @dataclass(frozen=True)
