@@ -56,7 +56,8 @@ def describe_spec(spec: PipelineSpec) -> Table:
         aggregates = ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates)
         table.add_row("aggregates", aggregates)
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
-        table.add_row(f"sink {sink.name}", f"{sink.type} {sink.format} at {sink.path}")
+        where = sink.type if sink.plugin else f"{sink.type} {sink.format} at {sink.path}"
+        table.add_row(f"sink {sink.name}", where)
     table.add_row(
         "checkpoints",
         f"{spec.checkpoint.storage} every "

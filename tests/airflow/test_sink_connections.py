@@ -50,3 +50,10 @@ def test_a_postgres_sink_asset_names_the_connection_id_not_its_secret(tmp_path: 
     asset = sink_asset(spec, spec.sinks[1])
     assert asset.uri == "sluice-postgres://warehouse/marts/clicks"
     assert sink_asset(spec, spec.sinks[0]).uri == (tmp_path / "out").as_uri()
+
+
+def test_a_plugin_sink_asset_is_named_by_pipeline_and_sink(tmp_path: Path) -> None:
+    body = click_spec_dict(Workspace("local", tmp_path.as_uri()))
+    body["sinks"].append({"name": "mine", "type": "my_sinks:MySink", "options": {"db": "x"}})
+    spec = parse_spec(body)
+    assert sink_asset(spec, spec.sinks[1]).uri == "sluice-plugin://clicks/mine"

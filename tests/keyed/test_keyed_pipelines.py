@@ -103,3 +103,18 @@ def _rewrite(path: Path, change: Any) -> Path:
     change(body)
     path.write_text(yaml.safe_dump(body))
     return path
+
+
+def test_a_ttl_added_later_is_a_compatible_change(spark: Any, kinds: Any, tmp_path: Path) -> None:
+    """Entries written before the TTL existed never expire; new writes carry their time."""
+    spec, _ = kinds
+    without = load_spec(
+        _rewrite(tmp_path / "kinds.yaml", lambda b: b["process"]["state"]["tags"].pop("ttl"))
+    )
+    run_until_drained(runtime(without), spark, max_epochs=1, max_units=2)
+    rt = runtime(spec)
+    run_until_drained(rt, spark, max_units=3)
+    assert rt.repo.latest_epoch() == 4
+    state = spark.read.parquet(rt.repo.latest_checkpoint().result.state.uri).collect()
+    stamps = [dict(r["_t_tags"] or {}) for r in state]
+    assert any(stamps), stamps  # written after the TTL was added: stamped

@@ -93,6 +93,8 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
     if sink.type == "postgres":  # the connection id, not its host: no secret, no lookup
         schema, _, table = (sink.table or "").rpartition(".")
         uri = f"sluice-postgres://{sink.connection}/{schema or 'public'}/{table}"
+    elif sink.plugin:  # a user-written sink: no location Sluice knows of
+        uri = f"sluice-plugin://{spec.name}/{sink.name}"
     elif "://" in sink.path:
         uri = sink.path
     else:
