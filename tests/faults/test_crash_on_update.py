@@ -74,9 +74,9 @@ def uninterrupted(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> list[
     return table
 
 
-# make test runs the point after staging and the commit's middle; make chaos runs the rest
+# make test runs the commit's middle; make chaos runs the rest
 # (each case is a new JVM: ~30 s).
-IN_DEFAULT_SUITE = {"process.after_prepare", "commit.mid_sinks"}
+IN_DEFAULT_SUITE = {"commit.mid_sinks"}
 CASES = [
     pytest.param(point, marks=[] if point in IN_DEFAULT_SUITE else [pytest.mark.slow])
     for point in FAULT_POINTS

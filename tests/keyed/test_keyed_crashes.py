@@ -2,7 +2,7 @@
 resumed, ends with the output and state of an uninterrupted run.
 
 * the shipped ``count_window_average`` (one file per epoch): (1, 4) and (1, 5) and nothing
-  twice, at every fault point of epoch 2 (make test: one point per step kind; make chaos: all);
+  twice, at every fault point of epoch 2 (make test: one point; make chaos: all);
 * ``kinds`` (every state kind, TTL, timers): at a fault point of epoch 3, equal to the
   record-by-record reference.
 """
@@ -25,7 +25,7 @@ from sluice.storage import open_store
 from tests.fixtures.pipelines import runtime
 from tests.keyed.data import ROOT, cwa_expected, kinds_rows
 
-IN_MAKE_TEST = {"process.after_state", "commit.after_checkpoint"}
+IN_MAKE_TEST = {"commit.after_checkpoint"}
 
 
 def _params(in_make_test: set[str]) -> list[Any]:

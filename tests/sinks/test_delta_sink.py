@@ -180,6 +180,7 @@ def test_abort_and_abort_others_remove_staging_and_keep_the_winner(
     assert staged(workspace) == []
 
 
+@pytest.mark.slow  # ~60 s; make test runs the same property in test_contract.py::TestDeltaUpsert
 def test_upsert_changelog_across_epochs_ends_in_the_last_value_per_key(
     spark: Any, workspace: Workspace
 ) -> None:
