@@ -53,8 +53,12 @@ java-check:
 	  exit 1; \
 	fi
 
+# Two pytest workers (pytest-xdist), a test file each at a time: every worker starts its own
+# Spark session, SeaweedFS and PostgreSQL on free loopback ports. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
+
 test: java-check $(INSTALLED) jars compose-check postgres-check
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 chaos: java-check $(INSTALLED) jars postgres-check
 	$(BIN)/pytest -m slow
