@@ -10,14 +10,15 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars run test chaos airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jars run test chaos sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
 	@echo "make jars       fetch the s3a jars (hadoop-aws + AWS SDK v2) into .cache/jars with Maven"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
-	@echo "make test       run the tests not marked slow (starts its own S3 server, Airflow, Spark)"
-	@echo "make chaos      the slow suites: the rest of the crash matrices (S3, on_update) (not in make test)"
+	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
+	@echo "make chaos      the slow suites: every point of every crash matrix, the rest of the window matrix (not in make test)"
+	@echo "make sink-matrix  the whole qos crash matrix (sinks x qos x fault points), printed and saved"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
@@ -53,15 +54,22 @@ java-check:
 	  exit 1; \
 	fi
 
-# Two pytest workers (pytest-xdist), a test file each at a time: every worker starts its own
-# Spark session, SeaweedFS and PostgreSQL on free loopback ports. TEST_WORKERS=0 runs serially.
+# Two pytest workers (pytest-xdist), a test file each at a time, longest files first (see
+# tests/conftest.py): every worker starts its own Spark session, SeaweedFS and PostgreSQL on
+# free loopback ports. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
 test: java-check $(INSTALLED) jars compose-check postgres-check
-	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 chaos: java-check $(INSTALLED) jars postgres-check
 	$(BIN)/pytest -m slow
+
+# The whole qos crash matrix (3 levels x 11 fault points x 5 sinks, ~1 h), printed at the end
+# and saved to $(SINK_MATRIX_OUT).
+SINK_MATRIX_OUT ?= bench/results/sink-matrix.txt
+sink-matrix: java-check $(INSTALLED) jars postgres-check
+	SLUICE_MATRIX_OUT=$(SINK_MATRIX_OUT) $(BIN)/pytest tests/faults/test_sink_matrix.py
 
 airflow: java-check $(INSTALLED)
 	scripts/airflow-local.sh

@@ -10,9 +10,9 @@ Each sink is compared with an uninterrupted run of the same pipeline:
 * qos 1: nothing is missing (duplicates are counted and reported);
 * qos 0: nothing is duplicated (losses are counted and reported).
 
-Every case records its cell; the last test prints the matrix (``-s`` shows it; it is also
-written to ``$SLUICE_MATRIX_OUT`` or the pytest temp dir). make test runs one or two points
-per qos level; make chaos runs the whole matrix.
+Every case records its cell; after the module the matrix is printed in the terminal report
+and written to ``$SLUICE_MATRIX_OUT`` (or the pytest temp dir). make test runs only the racing
+attempts; make sink-matrix runs the whole matrix (3 levels x 11 points), make chaos too.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ KEYS = ("user", "window_start", "window_end")
 CONNECTION = "matrix_pg"
 SINKS = ("files", "postgres", "delta", "late→postgres", "dead→delta")
 
-# make test: exactly-once after staging (also shows the orphans of the dead attempt removed);
-# make chaos: every level at every point (tests/integration/test_qos.py tells the three levels
-# apart in make test, on a cheaper pipeline).
-DEFAULT: dict[int, set[str]] = {2: {"process.after_prepare"}, 1: set(), 0: set()}
+# make sink-matrix / make chaos: every level at every point (~7 min for the uninterrupted
+# reference plus ~2.5 min a case: too long for make test, which runs the racing attempts below;
+# tests/integration/test_qos.py tells the three levels apart in make test on one sink).
+DEFAULT: dict[int, set[str]] = {2: set(), 1: set(), 0: set()}
 CASES = [
     pytest.param(
         qos, point, id=f"qos{qos}-{point}",
@@ -154,6 +154,31 @@ def _cell(got: Counter[tuple[Any, ...]], want: Counter[tuple[Any, ...]]) -> tupl
 
 
 # -- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def matrix_report(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """After the module: prints the cells the crash cases recorded ('=' equal, '+n' duplicated
+    rows, '-n' lost rows) in the terminal report and saves them to ``$SLUICE_MATRIX_OUT`` (or
+    the pytest temp dir). Under make chaos this is the whole matrix."""
+    yield
+    if not MATRIX:
+        return
+    width = max(len(p) for p in FAULT_POINTS)
+    lines = [f"{'qos':<4} {'fault point':<{width}}  " + "  ".join(f"{s:>14}" for s in SINKS)]
+    for (qos, point), cells in sorted(MATRIX.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
+        lines.append(f"{qos:<4} {point:<{width}}  " + "  ".join(f"{cells[s]:>14}" for s in SINKS))
+    out = Path(os.environ.get("SLUICE_MATRIX_OUT") or tmp_path_factory.mktemp("m") / "matrix.txt")
+    out.write_text("\n".join(lines) + "\n")
+    message = [f"qos crash matrix ({len(MATRIX)} cases; saved to {out}):", *lines]
+    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is None:  # a pytest-xdist worker: the saved file has it
+        return
+    terminal.write_line("")
+    for line in message:
+        terminal.write_line(line)
 
 
 @pytest.fixture(scope="module")
@@ -274,22 +299,6 @@ def test_two_attempts_racing_publish_once(
     assert Outputs(spark, ws, tag, warehouse).leftovers() == {"files": 0, "postgres": 0, "delta": 0}
     statuses = sorted(r.status.value for r in first.repo.attempts(plan.epoch))
     assert statuses == ["aborted", "committed"], statuses
-
-
-def test_print_matrix(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Prints (and saves) the cells the cases above recorded: '=' equal, '+n' duplicated
-    rows, '-n' lost rows."""
-    if not MATRIX:
-        pytest.skip("no crash case ran in this session (select test_crash_then_resume too)")
-    width = max(len(p) for p in FAULT_POINTS)
-    lines = [f"{'qos':<4} {'fault point':<{width}}  " + "  ".join(f"{s:>14}" for s in SINKS)]
-    for (qos, point), cells in sorted(MATRIX.items(), key=lambda kv: (-kv[0][0], kv[0][1])):
-        lines.append(f"{qos:<4} {point:<{width}}  " + "  ".join(f"{cells[s]:>14}" for s in SINKS))
-    text = "\n".join(lines)
-    out = Path(os.environ.get("SLUICE_MATRIX_OUT") or tmp_path_factory.mktemp("m") / "matrix.txt")
-    out.write_text(text + "\n")
-    print(f"\nqos crash matrix ({len(MATRIX)} cases; saved to {out}):\n{text}")
-    assert len(lines) == len(MATRIX) + 1
 
 
 def _show(duplicates: int, losses: int) -> str:
