@@ -51,7 +51,8 @@ def each(ctx, records):
 
 def vectorised(ctx, records):
     windows = ctx.state("windows")
-    starts = records["ts"].astype("int64") // 1000 // MINUTE * MINUTE
+    # microseconds whatever unit pandas gave the column (pyarrow keeps Arrow's "us")
+    starts = records["ts"].dt.as_unit("us").astype("int64") // MINUTE * MINUTE
     grouped = records.assign(start=starts.to_numpy()).groupby("start")["value"]
     for start, count, total in zip(grouped.size().index, grouped.size(), grouped.sum()):
         old = windows.get(int(start)) or {"c": 0, "s": 0}
