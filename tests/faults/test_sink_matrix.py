@@ -41,6 +41,7 @@ from sluice.protocol import (
 from sluice.sinks.files import STAGING, read_rows
 from sluice.spec import parse_spec
 
+from tests.faults.conftest import report
 from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime
 
 FILES = render_click_files(files=6, events_per_file=60, seed=5)
@@ -160,7 +161,7 @@ def _cell(got: Counter[tuple[Any, ...]], want: Counter[tuple[Any, ...]]) -> tupl
 def matrix_report(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
-    """After the module: prints the cells the crash cases recorded ('=' equal, '+n' duplicated
+    """After the module: reports the cells the crash cases recorded ('=' equal, '+n' duplicated
     rows, '-n' lost rows) in the terminal report and saves them to ``$SLUICE_MATRIX_OUT`` (or
     the pytest temp dir). Under make chaos this is the whole matrix."""
     yield
@@ -172,13 +173,8 @@ def matrix_report(
         lines.append(f"{qos:<4} {point:<{width}}  " + "  ".join(f"{cells[s]:>14}" for s in SINKS))
     out = Path(os.environ.get("SLUICE_MATRIX_OUT") or tmp_path_factory.mktemp("m") / "matrix.txt")
     out.write_text("\n".join(lines) + "\n")
-    message = [f"qos crash matrix ({len(MATRIX)} cases; saved to {out}):", *lines]
-    terminal = request.config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is None:  # a pytest-xdist worker: the saved file has it
-        return
-    terminal.write_line("")
-    for line in message:
-        terminal.write_line(line)
+    # under pytest-xdist the summary is the worker's (not shown): the saved file has it
+    report(request.config, f"qos crash matrix: {len(MATRIX)} cases, saved to {out}", lines)
 
 
 @pytest.fixture(scope="module")
