@@ -51,18 +51,14 @@ KEYS = ("user", "window_start", "window_end")
 CONNECTION = "matrix_pg"
 SINKS = ("files", "postgres", "delta", "late→postgres", "dead→delta")
 
-# make sink-matrix / make chaos: every level at every point (~7 min for the uninterrupted
-# reference plus ~2.5 min a case: too long for make test, which runs the racing attempts below;
-# tests/integration/test_qos.py tells the three levels apart in make test on one sink).
-DEFAULT: dict[int, set[str]] = {2: set(), 1: set(), 0: set()}
+# make sink-matrix / make chaos only: every level at every point (the uninterrupted reference
+# ~2.5 min, then ~2 min a case, unloaded): too long for make test, which runs the racing
+# attempts below; tests/integration/test_qos.py tells the three levels apart in make test.
 CASES = [
-    pytest.param(
-        qos, point, id=f"qos{qos}-{point}",
-        marks=[] if point in DEFAULT[qos] else [pytest.mark.slow],
-    )
+    pytest.param(qos, point, id=f"qos{qos}-{point}", marks=[pytest.mark.slow])
     for qos in (2, 1, 0)
     for point in FAULT_POINTS
-]  # fmt: skip
+]
 MATRIX: dict[tuple[int, str], dict[str, str]] = {}
 
 
