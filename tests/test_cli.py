@@ -123,6 +123,23 @@ def test_run_then_checkpoints(tmp_path: Path) -> None:
     assert "0 epoch(s) committed" in again.stdout
     assert len(json_out(sluice("checkpoints", str(spec), "--json"))) == 2
 
+    # savepoints: take, list (also in the checkpoint history), refuse a taken name, delete
+    saved = sluice("savepoint", str(spec), "v1", "--note", "before the upgrade")
+    assert "savepoint v1 -> checkpoint 2 of cli_clicks" in saved.stdout
+    listed = json_out(sluice("savepoints", str(spec), "--json"))
+    assert [(s["name"], s["epoch"], s["note"]) for s in listed["savepoints"]] == [
+        ("v1", 2, "before the upgrade")
+    ]
+    assert (listed["checkpoints"], listed["retained"], listed["retired_below"]) == ([1, 2], 10, 0)
+    rows = json_out(sluice("checkpoints", str(spec), "--json"))
+    assert [r.get("savepoints") for r in rows] == [None, ["v1"]]
+    table = sluice("savepoints", str(spec)).stdout
+    assert "savepoints of cli_clicks" in table and "v1" in table and "checkpoints kept: 2" in table
+    taken = sluice("savepoint", str(spec), "v1", check=False)
+    assert taken.returncode == 2 and "savepoint 'v1': already exists (epoch 2)" in taken.stderr
+    assert "deleted savepoint v1" in sluice("savepoint", str(spec), "v1", "--delete").stdout
+    assert json_out(sluice("savepoints", str(spec), "--json"))["savepoints"] == []
+
 
 def test_plan_process_commit_step_by_step_and_idempotent(tmp_path: Path) -> None:
     spec = write_spec(tmp_path)

@@ -1,4 +1,5 @@
-"""The ``sluice`` command line: validate, run, step-by-step protocol calls, checkpoints, demo."""
+"""The ``sluice`` command line: validate, run, step-by-step protocol calls, checkpoints,
+savepoints, compaction, demo."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("spec")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(func=_checkpoints)
+    cmd = sub.add_parser(
+        "savepoint", help="take a named savepoint of a committed checkpoint (or --delete it)"
+    )
+    cmd.add_argument("spec")
+    cmd.add_argument("name")
+    cmd.add_argument("--epoch", type=int, default=None, help="default: the latest checkpoint")
+    cmd.add_argument("--note", default="", help="free text kept with the savepoint")
+    cmd.add_argument("--delete", action="store_true", help="delete the savepoint instead")
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=_savepoint)
+    cmd = sub.add_parser("savepoints", help="list the savepoints and the retained checkpoints")
+    cmd.add_argument("spec")
+    cmd.add_argument("--json", action="store_true")
+    cmd.set_defaults(func=_savepoints)
     cmd = sub.add_parser("compact", help="merge the small files of past epochs of a files sink")
     cmd.add_argument("spec")
     cmd.add_argument("--sink", required=True, help="name of a files sink")
@@ -149,6 +164,37 @@ def _checkpoints(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
     else:
         console.print(checkpoint_table(rt, rows))
+    return 0
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    from sluice.protocol import delete_savepoint, take_savepoint
+
+    rt = _runtime(args.spec)
+    if args.delete:
+        gone = delete_savepoint(rt, args.name)
+        body = {"deleted": gone.to_dict()}
+        text = f"deleted savepoint [bold]{gone.name}[/] (it pointed to epoch {gone.epoch})"
+    else:
+        taken = take_savepoint(rt, args.name, args.epoch, args.note)
+        body = {"taken": taken.to_dict()}
+        text = f"savepoint [bold]{taken.name}[/] -> checkpoint {taken.epoch} of {rt.name}"
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        console.print(text)
+    return 0
+
+
+def _savepoints(args: argparse.Namespace) -> int:
+    from sluice.report import savepoint_table, savepoints_body
+
+    rt = _runtime(args.spec)
+    body = savepoints_body(rt)
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        console.print(savepoint_table(rt, body))
     return 0
 
 

@@ -115,9 +115,43 @@ def _pending_units(rt: Runtime) -> int | None:
 def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:
     """One row per stored epoch: status, offsets, counts, watermark and durations."""
     rows = []
+    named: dict[int, list[str]] = {}
+    for savepoint in rt.repo.savepoints():
+        named.setdefault(savepoint.epoch, []).append(savepoint.name)
     for epoch, names in sorted(rt.repo.epochs().items()):
-        rows.append(_epoch_row(rt, epoch, names))
+        row = _epoch_row(rt, epoch, names)
+        if epoch in named:
+            row["savepoints"] = named[epoch]
+        rows.append(row)
     return rows
+
+
+def savepoints_body(rt: Runtime) -> dict[str, Any]:
+    """The savepoints, the retention setting and mark, and the retained checkpoints."""
+    committed = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+    return {
+        "pipeline": rt.name,
+        "retained": rt.spec.checkpoint.retained if rt.spec.checkpoint else None,
+        "retired_below": rt.repo.retired_below(),
+        "checkpoints": committed,
+        "savepoints": [s.to_dict() for s in rt.repo.savepoints()],
+    }
+
+
+def savepoint_table(rt: Runtime, body: dict[str, Any]) -> Table:
+    checkpoints = body["checkpoints"]
+    span = f"{checkpoints[0]}..{checkpoints[-1]}" if checkpoints else "none"
+    table = Table(
+        title=f"savepoints of {rt.name}",
+        caption=f"checkpoints kept: {len(checkpoints)} ({span}); checkpoint.retained = "
+        f"{body['retained']}; retired below epoch {body['retired_below'] or '-'}",
+    )
+    for header in ("name", "epoch", "created", "run", "note"):
+        table.add_column(header, justify="right" if header == "epoch" else "left")
+    for sp in body["savepoints"]:
+        created = datetime.fromtimestamp(sp["created_at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(sp["name"], str(sp["epoch"]), created, sp["run_id"] or "", sp["note"])
+    return table
 
 
 def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
@@ -158,7 +192,13 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
 
 
 def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"checkpoints of {rt.name}")
+    retained = rt.spec.checkpoint.retained if rt.spec.checkpoint else None
+    below = rt.repo.retired_below()
+    table = Table(
+        title=f"checkpoints of {rt.name}",
+        caption=f"checkpoint.retained = {retained}"
+        + (f"; epochs below {below} retired (savepoints kept)" if below else ""),
+    )
     headers = (
         "epoch",
         "status",
@@ -180,9 +220,10 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
         table.add_column(header, justify="left" if left else "right", no_wrap=True)
     for r in rows:
         ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
+        saved = f" [cyan](savepoint {', '.join(r['savepoints'])})[/]" if r.get("savepoints") else ""
         table.add_row(
             str(r["epoch"]),
-            r["status"] + ok,
+            r["status"] + ok + saved,
             r.get("end", ""),
             _s(r, "input_units"),
             _s(r, "records_read"),

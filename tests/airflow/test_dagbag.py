@@ -52,7 +52,14 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     commit = dag.get_task("commit")
     sinks = {s.name for s in (*spec.sinks, spec.late_records, spec.dead_letters)}
     assert {a.name for a in commit.outlets} == {f"sluice__{spec.name}__{s}" for s in sinks}
-    assert set(dag.params.keys()) == {"max_records", "restore_from", "epoch", "offsets"}
+    assert set(dag.params.keys()) == {
+        "max_records",
+        "restore_from",
+        "epoch",
+        "offsets",
+        "savepoint",
+        "take_savepoint",
+    }
     assert dag.params["restore_from"] == "latest"  # defaults let the DAG be scheduled
 
 

@@ -95,3 +95,13 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     latest = rt.repo.latest_epoch()
     assert "no committed checkpoint 99" in log and f"committed epochs are 1..{latest}" in log
     assert sorted((i.key, i.size) for i in rt.repo.store.list()) == before
+
+    # take_savepoint with no new input: plan keeps the latest checkpoint under that name and
+    # skips the rest of the run
+    r = server.trigger(DAG_ID, {"take_savepoint": "before-v2"})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    assert server.wait_run(DAG_ID, run_id) == "success", server.logs()
+    saved = rt.repo.savepoint("before-v2")
+    assert saved is not None and saved.epoch == latest and run_id in saved.note
+    assert server.task_instances(DAG_ID, run_id)["process"]["state"] == "skipped"

@@ -69,8 +69,9 @@ def trigger_params() -> dict[str, Param]:
             enum=list(RESTORE_CHOICES),
             title="Restore from",
             description="latest: continue. checkpoint: continue from the committed epoch "
-            "below (must be the latest until rewinds arrive). offsets: start the next epoch "
-            "at the source offsets below, skipping input in between.",
+            "below; savepoint: from the checkpoint the savepoint below points to (both must "
+            "be the latest until rewinds arrive). offsets: start the next epoch at the source "
+            "offsets below, skipping input in between.",
         ),
         "epoch": Param(
             None,
@@ -85,6 +86,20 @@ def trigger_params() -> dict[str, Param]:
             title="Source offsets (JSON)",
             description='With restore_from=offsets, e.g. {"after_key": "part-0003.jsonl"} '
             "for a files source: start after that file.",
+        ),
+        "savepoint": Param(
+            None,
+            type=["null", "string"],
+            title="Savepoint to restore",
+            description="With restore_from=savepoint: its name (sluice savepoints SPEC lists "
+            "them).",
+        ),
+        "take_savepoint": Param(
+            None,
+            type=["null", "string"],
+            title="Take a savepoint",
+            description="A new savepoint name: this run's checkpoint (or the latest one, when "
+            "there is no new input) is kept under it and never expired by retention.",
         ),
     }
 
@@ -127,9 +142,14 @@ def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
 
         @task(task_id="commit", outlets=assets)
         def commit(
-            planned: dict[str, Any], outlet_events: Any = None, run_id: str | None = None
+            planned: dict[str, Any],
+            outlet_events: Any = None,
+            run_id: str | None = None,
+            params: Any = None,
         ) -> dict[str, Any]:
-            summary, checkpoint = commit_task(spec_file, int(planned["epoch"]), run_id)
+            summary, checkpoint = commit_task(
+                spec_file, int(planned["epoch"]), run_id, params or {}
+            )
             for sink, asset in zip(sinks, assets, strict=True):
                 outlet_events[asset].extra = asset_extra(checkpoint, sink.name)
             return summary
@@ -193,7 +213,8 @@ def _doc(spec: PipelineSpec, spec_file: str) -> str:
         f"({spec.source.format}). Sinks: {sinks}. One run = one epoch "
         f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
         f"{spec.qos}).\n\n"
-        "Trigger with config to cap the epoch (`max_records`) or to restore from a "
-        "checkpoint or explicit source offsets. `sluice checkpoints <spec>` shows the "
-        "history."
+        "Trigger with config to cap the epoch (`max_records`), to restore from a "
+        "checkpoint, a savepoint or explicit source offsets, or to take a savepoint "
+        "(`take_savepoint`). `sluice checkpoints <spec>` shows the history, "
+        "`sluice savepoints <spec>` the savepoints."
     )

@@ -28,6 +28,7 @@ from sluice.protocol import (
     Runtime,
     commit_epoch,
     plan_epoch,
+    take_savepoint,
 )
 from sluice.protocol.runtime import connection_uri, connections_from_env
 from sluice.spec import PipelineSpec, load_spec
@@ -75,7 +76,8 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
     """
     rt = runtime_for(spec_path, run_id)
     try:
-        options = RunRequest.from_conf(rt.name, params).resolve(rt)
+        request = RunRequest.from_conf(rt.name, params)
+        options = request.resolve(rt)
     except InvalidRunRequest as exc:
         raise AirflowFailException(str(exc)) from exc
     plan = plan_epoch(
@@ -85,7 +87,11 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
         restored_from=options.restored_from,
     )
     if plan is None:
-        raise AirflowSkipException(f"pipeline {rt.name!r}: no new input; nothing to plan")
+        taken = ""
+        if request.take_savepoint is not None:
+            saved = take_savepoint(rt, request.take_savepoint, note=f"taken by run {run_id}")
+            taken = f"; savepoint {saved.name!r} taken of checkpoint {saved.epoch}"
+        raise AirflowSkipException(f"pipeline {rt.name!r}: no new input; nothing to plan{taken}")
     rng = rt.source.decode_range(plan.source_range)
     return {
         "pipeline": rt.name,
@@ -99,11 +105,16 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
 
 
 def commit_task(
-    spec_path: str, epoch: int, run_id: str | None
+    spec_path: str, epoch: int, run_id: str | None, params: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any], Checkpoint]:
-    """Commit the epoch's prepared attempt (the winner if another process already did)."""
+    """Commit the epoch's prepared attempt (the winner if another process already did), then
+    take the savepoint the trigger asked for (``take_savepoint``), if any."""
     rt = runtime_for(spec_path, run_id)
     checkpoint = commit_epoch(rt, epoch)
+    name = (params or {}).get("take_savepoint")
+    saved = rt.repo.savepoint(name) if name else None
+    if name and saved is None:  # a retry after the savepoint was taken finds it
+        saved = take_savepoint(rt, name, checkpoint.epoch, note=f"taken by run {run_id}")
     stats = checkpoint.result.stats
     summary = {
         "pipeline": rt.name,
@@ -113,6 +124,8 @@ def commit_task(
         "stats": stats.to_dict(),
         "watermark_us": checkpoint.result.watermark_us,
     }
+    if saved is not None:
+        summary["savepoint"] = {"name": saved.name, "epoch": saved.epoch}
     return summary, checkpoint
 
 

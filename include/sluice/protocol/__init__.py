@@ -4,12 +4,13 @@ from sluice.protocol.commit import commit_epoch
 from sluice.protocol.exceptions import (
     AttemptStateError,
     EpochAlreadyCommitted,
+    EpochRetired,
     NoPlan,
     NoPreparedAttempt,
     ProtocolError,
     SpecChanged,
 )
-from sluice.protocol.faults import FAULT_POINTS, Faults
+from sluice.protocol.faults import ALL_FAULT_POINTS, FAULT_POINTS, RETENTION_FAULT_POINTS, Faults
 from sluice.protocol.model import (
     AttemptRecord,
     AttemptStatus,
@@ -17,6 +18,8 @@ from sluice.protocol.model import (
     EpochResult,
     EpochStats,
     Plan,
+    RetiredMark,
+    Savepoint,
     SinksCommitted,
     StateRef,
 )
@@ -25,11 +28,20 @@ from sluice.protocol.process import process_epoch
 from sluice.protocol.recovery import recover
 from sluice.protocol.repository import Repository
 from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
+from sluice.protocol.retention import (
+    RetentionReport,
+    SavepointError,
+    apply_retention,
+    delete_savepoint,
+    take_savepoint,
+)
 from sluice.protocol.runner import EpochOutcome, run_epoch, run_until_drained
 from sluice.protocol.runtime import Runtime
 
 __all__ = [
+    "ALL_FAULT_POINTS",
     "FAULT_POINTS",
+    "RETENTION_FAULT_POINTS",
     "AttemptRecord",
     "AttemptStateError",
     "AttemptStatus",
@@ -37,6 +49,7 @@ __all__ = [
     "EpochAlreadyCommitted",
     "EpochOutcome",
     "EpochResult",
+    "EpochRetired",
     "EpochStats",
     "Faults",
     "InvalidRunRequest",
@@ -46,15 +59,22 @@ __all__ = [
     "PlanOptions",
     "ProtocolError",
     "Repository",
+    "RetentionReport",
+    "RetiredMark",
     "RunRequest",
     "Runtime",
+    "Savepoint",
+    "SavepointError",
     "SinksCommitted",
     "SpecChanged",
     "StateRef",
+    "apply_retention",
     "commit_epoch",
+    "delete_savepoint",
     "plan_epoch",
     "process_epoch",
     "recover",
     "run_epoch",
     "run_until_drained",
+    "take_savepoint",
 ]

@@ -7,6 +7,7 @@ from sluice.exceptions import SluiceError
 __all__ = [
     "AttemptStateError",
     "EpochAlreadyCommitted",
+    "EpochRetired",
     "MissingConnection",
     "NoPlan",
     "NoPreparedAttempt",
@@ -43,6 +44,18 @@ class EpochAlreadyCommitted(ProtocolError):
             f"attempt {loser} lost the race and its staged output was removed"
         )
         self.pipeline, self.epoch, self.winner, self.loser = pipeline, epoch, winner, loser
+
+
+class EpochRetired(ProtocolError):
+    """A stale attempt reached the commit of an epoch that retention has retired: its
+    checkpoint may be gone, so committing now could publish that epoch's output twice."""
+
+    def __init__(self, pipeline: str, epoch: int, attempt: str, below: int) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: epoch {epoch} is retired (every epoch below {below} is, "
+            f"checkpoint.retained); attempt {attempt} is stale and its staged output was removed"
+        )
+        self.pipeline, self.epoch, self.attempt, self.below = pipeline, epoch, attempt, below
 
 
 class AttemptStateError(ProtocolError):

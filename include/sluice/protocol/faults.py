@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["FAULT_POINTS", "Faults"]
+__all__ = ["ALL_FAULT_POINTS", "FAULT_POINTS", "RETENTION_FAULT_POINTS", "Faults"]
 
 FAULT_POINTS = (
     "plan.before_write",  # range chosen, plan not yet stored
@@ -28,6 +28,12 @@ FAULT_POINTS = (
     "commit.after_sinks",  # all sinks committed, marker not written
     "commit.after_marker",  # sinks-committed written, cleanup not done
 )
+# Reached only when a commit retires old epochs (more than ``checkpoint.retained`` committed).
+RETENTION_FAULT_POINTS = (
+    "retention.after_mark",  # retention mark written, nothing deleted yet
+    "retention.mid_delete",  # the first retired epoch deleted, the others not
+)
+ALL_FAULT_POINTS = FAULT_POINTS + RETENTION_FAULT_POINTS
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,8 @@ class Faults:
     once_marker: str | None = None
 
     def __post_init__(self) -> None:
-        if self.point is not None and self.point not in FAULT_POINTS:
-            raise ValueError(f"unknown fault point {self.point!r}; known: {list(FAULT_POINTS)}")
+        if self.point is not None and self.point not in ALL_FAULT_POINTS:
+            raise ValueError(f"unknown fault point {self.point!r}; known: {list(ALL_FAULT_POINTS)}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> Faults:
@@ -51,7 +57,7 @@ class Faults:
 
     def hit(self, point: str, epoch: int) -> None:
         """Die here, abruptly, if this is the configured point (no cleanup, no flush)."""
-        assert point in FAULT_POINTS, point
+        assert point in ALL_FAULT_POINTS, point
         if point == self.point and self.epoch in (None, epoch) and self._first_hit():
             os.kill(os.getpid(), signal.SIGKILL)
 

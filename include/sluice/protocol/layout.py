@@ -11,13 +11,21 @@ __all__ = [
     "checkpoint_key",
     "epoch_of",
     "plan_key",
+    "retired_key",
+    "savepoint_key",
     "sinks_committed_key",
     "state_prefix",
 ]
 
 EPOCHS = "epochs/"
 STATE = "state/"
+RETIRED = "retired/"
+SAVEPOINTS = "savepoints/"
 _EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
+_STATE_KEY = re.compile(r"^state/(\d{12})-")
+_RETIRED_KEY = re.compile(r"^retired/(\d{12})\.json$")
+# a savepoint name: what a person types, safe as one object-key segment
+SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 
 def _epoch_dir(epoch: int) -> str:
@@ -51,3 +59,22 @@ def state_prefix(epoch: int, attempt: str) -> str:
 def epoch_of(key: str) -> int | None:
     match = _EPOCH_KEY.match(key)
     return int(match.group(1)) if match else None
+
+
+def state_epoch_of(key: str) -> int | None:
+    match = _STATE_KEY.match(key)
+    return int(match.group(1)) if match else None
+
+
+def retired_key(below: int) -> str:
+    """The retention mark "every epoch below ``below`` is retired" (see protocol.retention)."""
+    return f"{RETIRED}{below:012d}.json"
+
+
+def retired_of(key: str) -> int | None:
+    match = _RETIRED_KEY.match(key)
+    return int(match.group(1)) if match else None
+
+
+def savepoint_key(name: str) -> str:
+    return f"{SAVEPOINTS}{name}.json"

@@ -20,6 +20,8 @@ __all__ = [
     "EpochResult",
     "EpochStats",
     "Plan",
+    "RetiredMark",
+    "Savepoint",
     "SinksCommitted",
     "StateRef",
 ]
@@ -253,3 +255,47 @@ class SinksCommitted:
             float(data["commit_seconds"]),
             str(data.get("output", "committed")),
         )
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """``savepoints/<name>.json``: a named, manual pointer to checkpoint ``epoch``; retention
+    never deletes that checkpoint (nor its state) while the savepoint exists."""
+
+    name: str
+    pipeline: str
+    epoch: int
+    attempt: str  # the attempt that committed the checkpoint (a check on restore)
+    fingerprint: str
+    state_shape: dict[str, Any]
+    created_at: float
+    run_id: str | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Savepoint:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class RetiredMark:
+    """``retired/<below>.json``: every epoch below ``below`` is retired (its documents may be
+    deleted, and no attempt may commit it any more) unless a savepoint points to it.
+
+    ``files`` keeps what the retired plans of a files source read, so the check for files
+    appearing behind the offset still knows them once those plans are gone.
+    """
+
+    below: int
+    created_at: float
+    files: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"below": self.below, "created_at": self.created_at, "files": list(self.files)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RetiredMark:
+        return cls(int(data["below"]), float(data["created_at"]), tuple(data.get("files", ())))

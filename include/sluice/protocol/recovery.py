@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from sluice.protocol import layout
 from sluice.protocol.model import AttemptStatus, Checkpoint, SinksCommitted
+from sluice.protocol.retention import apply_retention
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared
 
@@ -65,6 +66,7 @@ def finish_commit(
     rt.faults.hit("commit.after_marker", epoch)
     _settle_attempts(rt, checkpoint)
     _sweep(rt, checkpoint)
+    apply_retention(rt, epoch)
 
 
 def abort_attempt(rt: Runtime, epoch: int, attempt: str) -> None:

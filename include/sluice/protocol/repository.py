@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from sluice.protocol import layout
-from sluice.protocol.model import AttemptRecord, Checkpoint, Plan, SinksCommitted
-from sluice.storage import ObjectNotFound, ObjectStore
+from sluice.protocol.model import (
+    AttemptRecord,
+    Checkpoint,
+    Plan,
+    RetiredMark,
+    Savepoint,
+    SinksCommitted,
+)
+from sluice.storage import ObjectAlreadyExists, ObjectNotFound, ObjectStore
 from sluice.storage.manifest import read_manifest, write_manifest
 
 __all__ = ["Repository"]
@@ -84,16 +92,92 @@ class Repository:
         if not self.store.exists(key):
             write_manifest(self.store, key, "sinks-committed", marker.to_dict(), if_absent=False)
 
+    # -- savepoints ------------------------------------------------------------------------
+
+    def savepoint(self, name: str) -> Savepoint | None:
+        body = self._read(layout.savepoint_key(name), "savepoint")
+        return Savepoint.from_dict(body) if body is not None else None
+
+    def savepoints(self) -> list[Savepoint]:
+        """Every savepoint, oldest epoch first."""
+        found = []
+        for info in self.store.list(layout.SAVEPOINTS):
+            if info.key.endswith(".json"):
+                body = self._read(info.key, "savepoint")
+                if body is not None:
+                    found.append(Savepoint.from_dict(body))
+        return sorted(found, key=lambda s: (s.epoch, s.name))
+
+    def put_savepoint_if_absent(self, savepoint: Savepoint) -> None:
+        """Raises ObjectAlreadyExists when the name is taken."""
+        write_manifest(
+            self.store,
+            layout.savepoint_key(savepoint.name),
+            "savepoint",
+            savepoint.to_dict(),
+            if_absent=True,
+        )
+
+    def delete_savepoint(self, name: str) -> None:
+        self.store.delete(layout.savepoint_key(name))
+
+    # -- retention marks -------------------------------------------------------------------
+
+    def retired_marks(self) -> list[int]:
+        """The ``below`` of every stored retention mark, ascending."""
+        found = (layout.retired_of(i.key) for i in self.store.list(layout.RETIRED))
+        return sorted(b for b in found if b is not None)
+
+    def retired_mark(self, below: int | None = None) -> RetiredMark | None:
+        """The mark ``below`` (default: the highest one), or None."""
+        if below is None:
+            marks = self.retired_marks()
+            if not marks:
+                return None
+            below = marks[-1]
+        body = self._read(layout.retired_key(below), "retired")
+        return RetiredMark.from_dict(body) if body is not None else None
+
+    def retired_below(self) -> int:
+        """Epochs below this are retired (unless a savepoint points to them); 0: none."""
+        return max(self.retired_marks(), default=0)
+
+    def put_retired_mark(self, mark: RetiredMark) -> None:
+        """Marks are write-once; the highest one counts, so concurrent writers cannot lower
+        it (an existing mark with the same ``below`` is left as it is)."""
+        with contextlib.suppress(ObjectAlreadyExists):
+            write_manifest(
+                self.store,
+                layout.retired_key(mark.below),
+                "retired",
+                mark.to_dict(),
+                if_absent=True,
+            )
+
+    def delete_retired_mark(self, below: int) -> None:
+        self.store.delete(layout.retired_key(below))
+
+    def is_retired(self, epoch: int) -> bool:
+        """Below the retention mark and no savepoint points to it: no attempt may commit it."""
+        if epoch >= self.retired_below():
+            return False
+        return epoch not in {s.epoch for s in self.savepoints()}
+
     # -- listing ---------------------------------------------------------------------------
 
-    def epochs(self) -> dict[int, set[str]]:
-        """Epoch number -> names of the documents stored for it."""
+    def epochs(self, *, include_retired: bool = False) -> dict[int, set[str]]:
+        """Epoch number -> names of the documents stored for it. Retired epochs whose
+        documents are still there (retention is deleting them) are left out unless asked."""
         found: dict[int, set[str]] = {}
         for info in self.store.list(layout.EPOCHS):
             epoch = layout.epoch_of(info.key)
             if epoch is not None:
                 found.setdefault(epoch, set()).add(info.key.split("/", 2)[2])
-        return found
+        below = self.retired_below()
+        if include_retired or not any(e < below for e in found):
+            return found
+        kept = {s.epoch for s in self.savepoints()}
+        return {e: names for e, names in found.items() if e >= below or e in kept}
 
     def latest_epoch(self) -> int:
         """The highest committed epoch, 0 when none."""
@@ -105,12 +189,16 @@ class Repository:
         return self.checkpoint(epoch) if epoch else None
 
     def planned_files(self) -> set[str]:
-        """Every input unit any stored plan covers (used to name files behind the offset)."""
+        """Every input unit any stored plan covers, and those of retired plans (kept by the
+        retention mark): used to name files that appear behind the offset."""
         seen: set[str] = set()
         for epoch in self.epochs():
             plan = self.plan(epoch)
             if plan is not None:
                 seen.update(plan.source_range.get("files", []))
+        mark = self.retired_mark()
+        if mark is not None:
+            seen.update(mark.files)
         return seen
 
     def _read(self, key: str, kind: str) -> dict[str, Any] | None:

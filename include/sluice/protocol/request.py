@@ -8,9 +8,12 @@ A request is checked in two stages, both before anything is written:
 
 Every problem is collected and reported at once in an :class:`InvalidRunRequest` that names
 the pipeline and the field. ``restore_from`` is ``latest`` (the default: continue), ``checkpoint``
-(continue from a given committed epoch) or ``offsets`` (start the next epoch at explicit source
-offsets). Going back to an older checkpoint or offset re-emits committed output, so it needs the
-retraction of issue #7 and is refused with that explanation until then.
+(continue from a given committed epoch), ``savepoint`` (continue from the checkpoint a named
+savepoint points to) or ``offsets`` (start the next epoch at explicit source offsets). Going
+back to an older checkpoint or offset re-emits committed output, so it needs the retraction of
+the rewind (issue #7, not built yet) and is refused with that explanation until then.
+``take_savepoint`` names a savepoint to take of the checkpoint this run commits (or of the
+latest one, when there is no new input).
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.layout import SAVEPOINT_NAME
 from sluice.protocol.runtime import Runtime
 from sluice.sources.base import Offset
 
 __all__ = ["RESTORE_CHOICES", "InvalidRunRequest", "PlanOptions", "RunRequest"]
 
-RESTORE_CHOICES = ("latest", "checkpoint", "offsets")
-_FIELDS = {"max_records", "restore_from", "epoch", "offsets"}
+RESTORE_CHOICES = ("latest", "checkpoint", "savepoint", "offsets")
+_FIELDS = {"max_records", "restore_from", "epoch", "offsets", "savepoint", "take_savepoint"}
 
 
 class InvalidRunRequest(ProtocolError):
@@ -56,6 +60,8 @@ class RunRequest:
     restore_from: str = "latest"
     epoch: int | None = None
     offsets: dict[str, Any] | None = None
+    savepoint: str | None = None
+    take_savepoint: str | None = None
 
     @classmethod
     def from_conf(cls, pipeline: str, conf: Mapping[str, Any] | None) -> RunRequest:
@@ -66,6 +72,8 @@ class RunRequest:
         epoch = _positive_or_none(conf.get("epoch"), "epoch", problems)
         restore = conf.get("restore_from") or "latest"
         offsets = conf.get("offsets")
+        savepoint = _name_or_none(conf.get("savepoint"), "savepoint", problems)
+        take = _name_or_none(conf.get("take_savepoint"), "take_savepoint", problems)
         if restore not in RESTORE_CHOICES:
             problems.append(f"restore_from: {restore!r} is not one of {list(RESTORE_CHOICES)}")
         if offsets is not None and not isinstance(offsets, dict):
@@ -82,39 +90,72 @@ class RunRequest:
             problems.append(f"epoch: only used with restore_from=checkpoint, not {restore!r}")
         if restore != "offsets" and offsets is not None:
             problems.append(f"offsets: only used with restore_from=offsets, not {restore!r}")
+        if restore == "savepoint" and savepoint is None and "savepoint" not in _said(problems):
+            problems.append("savepoint: required with restore_from=savepoint (a savepoint name)")
+        if restore != "savepoint" and savepoint is not None:
+            problems.append(f"savepoint: only used with restore_from=savepoint, not {restore!r}")
         if problems:
             raise InvalidRunRequest(pipeline, problems)
-        return cls(max_records, restore, epoch, offsets)
+        return cls(max_records, restore, epoch, offsets, savepoint, take)
 
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
         options. Raises :class:`InvalidRunRequest`."""
+        if self.take_savepoint is not None and rt.repo.savepoint(self.take_savepoint):
+            taken = rt.repo.savepoint(self.take_savepoint)
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"take_savepoint: {self.take_savepoint!r} already exists (epoch "
+                    f"{taken.epoch if taken else '?'}); choose another name or delete it first "
+                    "(sluice savepoint SPEC NAME --delete)"
+                ],
+            )
         if self.restore_from == "checkpoint":
-            self._check_checkpoint(rt)
+            assert self.epoch is not None
+            self._check_checkpoint(rt, self.epoch, f"checkpoint {self.epoch}")
+        if self.restore_from == "savepoint":
+            self._check_savepoint(rt)
         if self.restore_from == "offsets":
             start, restored = self._start_at_offsets(rt)
             return PlanOptions(self.max_records, start, restored)
         return PlanOptions(self.max_records)
 
-    def _check_checkpoint(self, rt: Runtime) -> None:
-        assert self.epoch is not None
+    def _check_checkpoint(self, rt: Runtime, epoch: int, what: str, field: str = "epoch") -> None:
         latest = rt.repo.latest_epoch()
-        if rt.repo.checkpoint(self.epoch) is None:
-            have = f"committed epochs are 1..{latest}" if latest else "nothing is committed yet"
+        if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
+            kept = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+            have = (
+                f"retained committed epochs are {_ranges(kept)}"
+                if kept
+                else "nothing is committed yet"
+            )
             raise InvalidRunRequest(
                 rt.name,
-                [f"epoch: no committed checkpoint {self.epoch} in {rt.repo.store.uri()}; {have}"],
+                [f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; {have}"],
             )
-        if self.epoch < latest:
+        if epoch < latest:
             raise InvalidRunRequest(
                 rt.name,
                 [
-                    f"epoch: restoring checkpoint {self.epoch} would replay epochs "
-                    f"{self.epoch + 1}..{latest}, whose output is already committed; rewinding "
-                    "with retraction of that output is not available yet (issue #7). Use "
-                    f"restore_from=latest (= checkpoint {latest}) to continue."
+                    f"{field}: restoring {what} would replay epochs {epoch + 1}..{latest}, "
+                    "whose output is already committed; rewinding with retraction of that "
+                    "output is not available yet (issue #7). Use restore_from=latest "
+                    f"(= checkpoint {latest}) to continue."
                 ],
             )
+
+    def _check_savepoint(self, rt: Runtime) -> None:
+        assert self.savepoint is not None
+        found = rt.repo.savepoint(self.savepoint)
+        if found is None:
+            names = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
+            raise InvalidRunRequest(
+                rt.name, [f"savepoint: no savepoint {self.savepoint!r} (savepoints: {names})"]
+            )
+        self._check_checkpoint(
+            rt, found.epoch, f"savepoint {found.name!r} (epoch {found.epoch})", "savepoint"
+        )
 
     def _start_at_offsets(self, rt: Runtime) -> tuple[Offset, dict[str, Any]]:
         assert self.offsets is not None
@@ -152,6 +193,29 @@ def _positive_or_none(value: Any, field: str, problems: list[str]) -> int | None
         problems.append(f"{field}: {value!r} is not a whole number >= 1")
         return None
     return value
+
+
+def _name_or_none(value: Any, field: str, problems: list[str]) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not SAVEPOINT_NAME.match(value):
+        problems.append(
+            f"{field}: {value!r} is not a savepoint name (1-100 letters, digits, '_', '.', "
+            "'-', starting with a letter or digit)"
+        )
+        return None
+    return value
+
+
+def _ranges(epochs: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1..3, 7'."""
+    parts: list[str] = []
+    for e in epochs:
+        if parts and parts[-1].split("..")[-1] == str(e - 1):
+            parts[-1] = f"{parts[-1].split('..')[0]}..{e}"
+        else:
+            parts.append(str(e))
+    return ", ".join(parts)
 
 
 def _said(problems: list[str]) -> set[str]:

@@ -1,0 +1,192 @@
+"""Retention and savepoints: keep the last ``checkpoint.retained`` checkpoints, and every
+checkpoint a savepoint points to; delete the rest safely.
+
+Retention runs at the end of every commit (after the sinks-committed marker), in the process
+that finished the commit. With ``L`` the epoch just committed and ``R`` = ``retained``, every
+epoch below ``F = L - R + 1`` is retired:
+
+1. collect the input files the plans below ``F`` read (a files source checks new files behind
+   its offset against them), together with what older marks kept;
+2. write the mark ``retired/<F>.json`` (put-if-absent; the highest mark counts, so two
+   concurrent passes cannot lower it) — **from here on, no attempt may commit an epoch below
+   F**: :func:`sluice.protocol.commit.write_checkpoint` reads the mark after its own
+   put-if-absent and backs out when its epoch is retired, so a zombie that wakes after its
+   checkpoint was deleted cannot bring it back;
+3. delete, for every epoch below ``F`` that no savepoint points to: its sink leftovers
+   (``abort_others``), its state snapshots, then its documents (plan, attempts, checkpoint,
+   marker), the checkpoint last;
+4. delete the marks lower than ``F``.
+
+Never deleted: the latest checkpoint (``R >= 1``), the ``R - 1`` before it (so the next epoch,
+in flight or not, has the state and plan it starts from), and any checkpoint a savepoint
+names. A crash anywhere leaves documents that the next pass deletes (it always lists all of
+``epochs/`` and ``state/`` below the mark); readers skip retired epochs meanwhile.
+
+Savepoints (``savepoints/<name>.json``) are named pointers, taken by hand, never expired. Taking
+one writes the pointer (put-if-absent), then re-reads the checkpoint and the mark: if retention
+deleted the checkpoint in between, the pointer is removed again and the call fails, so a
+savepoint never points at nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sluice.protocol import layout
+from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.model import RetiredMark, Savepoint
+from sluice.protocol.runtime import Runtime
+from sluice.storage import ObjectAlreadyExists
+
+__all__ = [
+    "RetentionReport",
+    "SavepointError",
+    "apply_retention",
+    "delete_savepoint",
+    "take_savepoint",
+]
+
+
+class SavepointError(ProtocolError):
+    """A savepoint cannot be taken, found or deleted; nothing was changed."""
+
+    def __init__(self, pipeline: str, name: str, reason: str) -> None:
+        super().__init__(f"pipeline {pipeline}: savepoint {name!r}: {reason}")
+        self.pipeline, self.name, self.reason = pipeline, name, reason
+
+
+@dataclass
+class RetentionReport:
+    below: int = 0  # the mark after this pass (0: nothing retired yet)
+    epochs_deleted: list[int] = field(default_factory=list)
+    objects_deleted: int = 0
+    kept_for_savepoints: list[int] = field(default_factory=list)
+
+
+def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
+    """Retire every epoch below ``latest - retained + 1`` (see the module docstring)."""
+    retained = rt.spec.checkpoint.retained if rt.spec.checkpoint else 10
+    below = latest - max(retained, 1) + 1
+    report = RetentionReport(below=rt.repo.retired_below())
+    if below <= 1:
+        return report
+    listed = rt.repo.epochs(include_retired=True)
+    if below > report.below:
+        files = _retired_files(rt, listed, below)
+        rt.repo.put_retired_mark(RetiredMark(below, rt.clock(), tuple(sorted(files))))
+        report.below = below
+        rt.faults.hit("retention.after_mark", latest)
+    below = report.below
+    kept = {s.epoch for s in rt.repo.savepoints()}
+    report.kept_for_savepoints = sorted(e for e in kept if e < below)
+    doomed = sorted(e for e in listed if e < below and e not in kept)
+    state_keys = [i.key for i in rt.repo.store.list(layout.STATE)]
+    for i, epoch in enumerate(doomed):
+        for role in rt.sinks:
+            report.objects_deleted += role.sink.abort_others(epoch, keep=None)
+        for key in state_keys:
+            if layout.state_epoch_of(key) == epoch:
+                rt.repo.store.delete(key)
+                report.objects_deleted += 1
+        report.objects_deleted += _delete_epoch_documents(rt, epoch, listed[epoch])
+        report.epochs_deleted.append(epoch)
+        if i == 0:
+            rt.faults.hit("retention.mid_delete", latest)
+    # state snapshots of retired epochs whose documents were already gone (a crash above)
+    for key in state_keys:
+        owner = layout.state_epoch_of(key)
+        if owner is not None and owner < below and owner not in kept and owner not in listed:
+            rt.repo.store.delete(key)
+            report.objects_deleted += 1
+    for mark in rt.repo.retired_marks():
+        if mark < below:
+            rt.repo.delete_retired_mark(mark)
+    return report
+
+
+def _retired_files(rt: Runtime, listed: dict[int, set[str]], below: int) -> set[str]:
+    """Input files read by the plans about to be retired, plus every existing mark's.
+
+    Plans are read before the marks are listed: a concurrent pass that deleted some of these
+    plans wrote its mark (holding their files) before deleting them, so it is listed here.
+    """
+    files: set[str] = set()
+    for epoch in sorted(e for e in listed if e < below):
+        plan = rt.repo.plan(epoch)
+        if plan is not None:
+            files.update(plan.source_range.get("files", []))
+    for mark_below in rt.repo.retired_marks():
+        mark = rt.repo.retired_mark(mark_below)
+        if mark is not None:
+            files.update(mark.files)
+    return files
+
+
+def _delete_epoch_documents(rt: Runtime, epoch: int, names: set[str]) -> int:
+    """The checkpoint goes last: until then the epoch still reads as committed."""
+    prefix = layout.EPOCHS + f"{epoch:012d}/"
+    ordered = sorted(names, key=lambda n: (n == "checkpoint.json", n))
+    for name in ordered:
+        rt.repo.store.delete(prefix + name)
+    return len(ordered)
+
+
+# -- savepoints ---------------------------------------------------------------------------
+
+
+def take_savepoint(rt: Runtime, name: str, epoch: int | None = None, note: str = "") -> Savepoint:
+    """Point ``name`` at committed checkpoint ``epoch`` (default: the latest)."""
+    if not layout.SAVEPOINT_NAME.match(name or ""):
+        raise SavepointError(
+            rt.name,
+            name,
+            "a name is 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        )
+    epoch = epoch if epoch is not None else rt.repo.latest_epoch()
+    if epoch == 0:
+        raise SavepointError(rt.name, name, "nothing is committed yet")
+    checkpoint = rt.repo.checkpoint(epoch) if not rt.repo.is_retired(epoch) else None
+    if checkpoint is None:
+        raise SavepointError(rt.name, name, _no_checkpoint(rt, epoch))
+    existing = rt.repo.savepoint(name)
+    if existing is not None:
+        raise SavepointError(
+            rt.name, name, f"already exists (epoch {existing.epoch}); delete it first"
+        )
+    savepoint = Savepoint(
+        name=name,
+        pipeline=rt.name,
+        epoch=epoch,
+        attempt=checkpoint.attempt,
+        fingerprint=checkpoint.plan.fingerprint,
+        state_shape=checkpoint.plan.state_shape,
+        created_at=rt.clock(),
+        run_id=rt.run_id,
+        note=note,
+    )
+    try:
+        rt.repo.put_savepoint_if_absent(savepoint)
+    except ObjectAlreadyExists:
+        raise SavepointError(rt.name, name, "already exists; delete it first") from None
+    # retention may have retired the epoch between the check above and the pointer
+    if rt.repo.checkpoint(epoch) is None:
+        rt.repo.delete_savepoint(name)
+        raise SavepointError(rt.name, name, _no_checkpoint(rt, epoch))
+    return savepoint
+
+
+def delete_savepoint(rt: Runtime, name: str) -> Savepoint:
+    """Remove the pointer; the checkpoint it protected is retired by the next commit if it is
+    older than the retained ones."""
+    savepoint = rt.repo.savepoint(name)
+    if savepoint is None:
+        have = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
+        raise SavepointError(rt.name, name, f"no such savepoint (savepoints: {have})")
+    rt.repo.delete_savepoint(name)
+    return savepoint
+
+
+def _no_checkpoint(rt: Runtime, epoch: int) -> str:
+    committed = sorted(e for e, names in rt.repo.epochs().items() if "checkpoint.json" in names)
+    have = ", ".join(map(str, committed)) or "none"
+    return f"no committed checkpoint {epoch} (retained checkpoints: {have})"
