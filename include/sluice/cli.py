@@ -72,6 +72,19 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("spec")
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(func=_savepoints)
+    cmd = sub.add_parser(
+        "state", help="the keyed state (open windows, user state, timers) of a checkpoint"
+    )
+    cmd.add_argument("spec")
+    cmd.add_argument("--epoch", type=int, default=None, help="default: the latest checkpoint")
+    cmd.add_argument("--savepoint", default=None, help="the checkpoint of this savepoint")
+    cmd.add_argument(
+        "--key", action="append", default=[], metavar="COLUMN=VALUE", help="repeatable"
+    )
+    cmd.add_argument("--format", choices=("table", "json", "parquet"), default="table")
+    cmd.add_argument("--output", default=None, help="with --format parquet: where to write")
+    cmd.add_argument("--limit", type=int, default=50, help="table rows shown (default 50)")
+    cmd.set_defaults(func=_state)
     cmd = sub.add_parser("compact", help="merge the small files of past epochs of a files sink")
     cmd.add_argument("spec")
     cmd.add_argument("--sink", required=True, help="name of a files sink")
@@ -196,6 +209,60 @@ def _savepoints(args: argparse.Namespace) -> int:
     else:
         console.print(savepoint_table(rt, body))
     return 0
+
+
+def _state(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from sluice.state_view import (
+        StateViewError,
+        parse_key_filters,
+        resolve_checkpoint,
+        rows_of,
+        state_view,
+    )
+
+    rt = _runtime(args.spec)
+    if args.format == "parquet" and not args.output:
+        raise StateViewError(f"pipeline {rt.name}: --format parquet needs --output PATH")
+    keys = parse_key_filters(rt.name, args.key)
+    checkpoint = resolve_checkpoint(rt, args.epoch, args.savepoint)
+    frame = state_view(_spark(rt), rt, checkpoint, keys)
+    where = f"pipeline {rt.name}, checkpoint {checkpoint.epoch}"
+    if args.format == "parquet":
+        from sluice.storage import to_spark_uri
+
+        if frame is not None:
+            frame.write.mode("errorifexists").parquet(to_spark_uri(args.output))
+        count = frame.count() if frame is not None else 0
+        console.print(f"{where}: {count} state row(s) written to {args.output}")
+        return 0
+    if args.format == "json":
+        rows = rows_of(frame) if frame is not None else []
+        print(json.dumps({"epoch": checkpoint.epoch, "rows": rows}, indent=2, default=str))
+        return 0
+    total = frame.count() if frame is not None else 0
+    rows = rows_of(frame, args.limit) if frame is not None else []
+    watermark = checkpoint.result.watermark_us
+    table = Table(
+        title=f"state of {where}",
+        caption=f"{total} row(s)"
+        + (f", first {args.limit} shown" if total > args.limit else "")
+        + (f"; watermark {_iso_us(watermark)}" if watermark is not None else ""),
+    )
+    columns = list(rows[0]) if rows else []
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*["" if row[c] is None else str(row[c]) for c in columns])
+    console.print(table)
+    return 0
+
+
+def _iso_us(us: int) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat()
 
 
 def _compact(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sluice.protocol import run_until_drained
 from sluice.protocol.exceptions import SpecChanged
 from sluice.sinks.files import read_rows
 from sluice.spec import load_spec
+from sluice.state_view import resolve_checkpoint, rows_of, state_view
 from sluice.storage import open_store
 
 from tests.fixtures.pipelines import runtime
@@ -49,6 +51,13 @@ def test_count_window_average_equals_flinks_output_under_any_split(
         1: {"count": 1, "sum": 2},
         2: {"count": 1, "sum": 30},
     }
+    # sluice state shows the same, one row per key (issue #7 part 5)
+    view = state_view(spark, rt, resolve_checkpoint(rt))
+    assert view is not None
+    assert [(r["key"], json.loads(r["sum"]), r["timers"]) for r in rows_of(view)] == [
+        (1, {"count": 1, "sum": 2}, "[]"),
+        (2, {"count": 1, "sum": 30}, "[]"),
+    ]
 
 
 @pytest.mark.parametrize("split", SPLIT_CASES)

@@ -1,0 +1,177 @@
+"""``sluice state``: the keyed state of a retained checkpoint or savepoint, as people read it.
+
+The snapshot a checkpoint points to is read with Spark and turned into one row per piece of
+state:
+
+* **windows** — one row per open window of a key: the key columns, ``window_start``,
+  ``window_end`` (count windows: also ``window_index`` and ``records`` so far) and every
+  aggregate *so far*, finalised by the same expressions that produce the output rows; count
+  windows add one ``counter`` row per key (records seen, which decides the next window);
+  sessions with ``max_duration`` show their fragments (``stub`` marks a closed piece's stub);
+* **process functions** — one row per key: each declared state (value, list or map; JSON for
+  lists and maps), its TTL stamps when it has a TTL, and the pending timers (event times).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.exceptions import SluiceError
+from sluice.protocol.model import Checkpoint
+from sluice.protocol.runtime import Runtime
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["StateViewError", "parse_key_filters", "resolve_checkpoint", "rows_of", "state_view"]
+
+
+class StateViewError(SluiceError):
+    """The requested checkpoint or key filter cannot be shown; nothing was read."""
+
+
+def resolve_checkpoint(
+    rt: Runtime, epoch: int | None = None, savepoint: str | None = None
+) -> Checkpoint:
+    """The checkpoint of ``epoch``, of ``savepoint``, or the latest one."""
+    if epoch is not None and savepoint is not None:
+        raise StateViewError(f"pipeline {rt.name}: give --epoch or --savepoint, not both")
+    if savepoint is not None:
+        found = rt.repo.savepoint(savepoint)
+        if found is None:
+            names = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
+            raise StateViewError(
+                f"pipeline {rt.name}: no savepoint {savepoint!r} (savepoints: {names})"
+            )
+        epoch = found.epoch
+    epoch = epoch if epoch is not None else rt.repo.latest_epoch()
+    checkpoint = rt.repo.checkpoint(epoch) if epoch and not rt.repo.is_retired(epoch) else None
+    if checkpoint is None:
+        kept = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+        have = ", ".join(map(str, kept)) or "none"
+        raise StateViewError(
+            f"pipeline {rt.name}: no committed checkpoint {epoch} (retained: {have})"
+        )
+    return checkpoint
+
+
+def state_view(
+    spark: SparkSession, rt: Runtime, checkpoint: Checkpoint, keys: dict[str, str] | None = None
+) -> DataFrame | None:
+    """The readable state of ``checkpoint`` (None when it holds no state), optionally only
+    the rows whose key columns equal ``keys`` (compared as text)."""
+    from pyspark.sql import functions as F
+
+    from sluice.protocol.process import read_state
+
+    spec = rt.spec
+    key_columns = _key_columns(rt)
+    unknown = sorted(set(keys or {}) - set(key_columns))
+    if unknown:
+        raise StateViewError(
+            f"pipeline {rt.name}: --key {', '.join(unknown)}: not a key column "
+            f"(key columns: {', '.join(key_columns) or 'none'})"
+        )
+    frame = read_state(spark, rt, checkpoint.result.state)
+    if frame is None:
+        return None
+    for column, value in (keys or {}).items():
+        frame = frame.where(F.col(f"`{column}`").cast("string") == F.lit(value))
+    if spec.process is not None:
+        return _keyed_view(frame, key_columns)
+    return _window_view(frame, rt)
+
+
+def _key_columns(rt: Runtime) -> list[str]:
+    if rt.spec.process is not None:
+        from sluice.keyed.operator import key_columns
+
+        return key_columns(rt.spec)
+    return list(rt.spec.key_by)
+
+
+def _keyed_view(frame: DataFrame, key_columns: list[str]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from sluice.keyed.runner import TIMERS
+
+    columns = [F.col(f"`{k}`") for k in key_columns]
+    for name, dtype in frame.dtypes:
+        if name in key_columns:
+            continue
+        if name == TIMERS:
+            continue
+        label = name[3:] if name.startswith(("_s_", "_t_")) else name
+        if name.startswith("_t_"):
+            label = f"{label} (ttl stamp)"
+        value = F.col(f"`{name}`")
+        complex_type = dtype.startswith(("array", "map", "struct"))
+        columns.append((F.to_json(value) if complex_type else value).alias(label))
+    timers = F.transform(F.col(TIMERS), lambda t: F.timestamp_micros(t).cast("string"))
+    pending = F.when(F.col(TIMERS).isNull(), F.lit("[]")).otherwise(F.to_json(timers))
+    columns.append(pending.alias("timers"))
+    return frame.select(*columns).orderBy(*key_columns)
+
+
+def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    from sluice.windows.aggregates import finalize_columns
+    from sluice.windows.operator import COUNTER
+
+    spec = rt.spec
+    keys = [F.col(f"`{k}`") for k in spec.key_by]
+    dtypes = dict(frame.dtypes)
+    # a sum is integral exactly when its partial is (that is how the partial was chosen)
+    types = {
+        a.column: ("bigint" if dtypes.get(f"_p_{a.name}_s") == "bigint" else "double")
+        for a in spec.aggregates
+        if a.column is not None
+    }
+    aggregates = finalize_columns(spec, types)
+    names = {a.name for a in spec.aggregates}
+    if spec.windowing.type == "count":
+        windows = frame.where(F.col("_wi") != COUNTER).select(
+            F.lit("window").alias("kind"),
+            *keys,
+            F.col("_wi").alias("window_index"),
+            F.timestamp_micros("_ws").alias("window_start"),
+            F.timestamp_micros("_we").alias("window_end"),
+            F.col("_cnt").alias("records"),
+            *aggregates,
+        )
+        counters = frame.where(F.col("_wi") == COUNTER).select(
+            F.lit("counter").alias("kind"),
+            *keys,
+            F.lit(None).cast("long").alias("window_index"),
+            F.lit(None).cast("timestamp").alias("window_start"),
+            F.lit(None).cast("timestamp").alias("window_end"),
+            F.col("_cnt").alias("records"),
+            *[F.lit(None).cast(t).alias(n) for n, t in windows.dtypes if n in names],
+        )
+        return windows.unionByName(counters).orderBy("kind", *spec.key_by, "window_index")
+    extra = [F.col("_stub").alias("stub")] if spec.windowing.capped else []
+    return frame.select(
+        *keys,
+        F.timestamp_micros("_ws").alias("window_start"),
+        F.timestamp_micros("_we").alias("window_end"),
+        *extra,
+        *aggregates,
+    ).orderBy("window_start", *spec.key_by)
+
+
+def parse_key_filters(pipeline: str, pairs: list[str]) -> dict[str, str]:
+    """``["user=alice", "region=eu"]`` -> ``{"user": "alice", "region": "eu"}``."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        column, sep, value = pair.partition("=")
+        if not sep or not column:
+            raise StateViewError(f"pipeline {pipeline}: --key {pair!r}: expected COLUMN=VALUE")
+        found[column] = value
+    return found
+
+
+def rows_of(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows as dicts (timestamps stay datetimes)."""
+    taken = frame.limit(limit) if limit is not None else frame
+    return [row.asDict(recursive=True) for row in taken.collect()]
