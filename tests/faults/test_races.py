@@ -2,7 +2,9 @@
 
 (a) two attempts of the same epoch commit in reverse order; (b) a stale zombie commits an
 epoch long after the pipeline moved on; (c) two commits of one epoch at the same moment.
-Every case ends with output equal to the independent reference.
+Every case ends with output equal to the independent reference. make test runs them on a
+local directory, make chaos on S3 too (S3's conditional put has its own race test in
+tests/storage/test_object_store_contract.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
 from sluice.demo import render_click_files
 from sluice.protocol import (
     AttemptStatus,
@@ -23,6 +26,7 @@ from sluice.protocol import (
 from sluice.protocol.layout import STATE, state_prefix
 
 from tests.fixtures.pipelines import (
+    LOCAL_NOW_S3_SLOW,
     click_reference,
     click_spec,
     committed_rows,
@@ -33,6 +37,9 @@ from tests.reference import compare_rows
 
 FILES = render_click_files(files=4, events_per_file=80, seed=5)
 REFERENCE = click_reference(FILES)
+
+
+BACKENDS = pytest.mark.parametrize("workspace", LOCAL_NOW_S3_SLOW, indirect=True)
 
 
 def _staged_of(spec: Any, attempt: str) -> list[str]:
@@ -62,6 +69,7 @@ def _assert_exact(spec: Any) -> None:
     assert staged_keys(spec) == []
 
 
+@BACKENDS
 def test_second_attempt_commits_first(spark: Any, workspace: Any) -> None:
     workspace.put_files(FILES)
     spec = click_spec(workspace)
@@ -95,6 +103,7 @@ def test_second_attempt_commits_first(spark: Any, workspace: Any) -> None:
     _assert_exact(spec)
 
 
+@BACKENDS
 def test_stale_zombie_commit_changes_nothing(spark: Any, workspace: Any) -> None:
     workspace.put_files(FILES)
     spec = click_spec(workspace)
@@ -127,6 +136,7 @@ def test_stale_zombie_commit_changes_nothing(spark: Any, workspace: Any) -> None
     _assert_exact(spec)
 
 
+@BACKENDS
 def test_concurrent_commits_of_one_epoch(spark: Any, workspace: Any) -> None:
     workspace.put_files(FILES)
     spec = click_spec(workspace)

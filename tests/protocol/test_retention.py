@@ -156,7 +156,9 @@ class _Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize("point", ["retention.after_mark", "retention.mid_delete"])
+@pytest.mark.parametrize(
+    "point", [pytest.param("retention.after_mark", marks=pytest.mark.slow), "retention.mid_delete"]
+)
 def test_a_crash_inside_retention_is_finished_by_the_next_commit(
     spark: Any, local_workspace: Any, point: str
 ) -> None:
