@@ -28,6 +28,7 @@ LONGEST_FIRST = (
     "tests/airflow/test_cluster.py",
     "tests/faults/test_races.py",
     "tests/protocol/test_retention.py",
+    "tests/protocol/test_upgrade.py",
     "tests/faults/test_sink_matrix.py",
     "tests/faults/test_crash_on_update.py",
     "tests/integration/test_nexmark_queries.py",

@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--max-epochs", type=int, default=None)
     cmd.add_argument("--max-files", type=int, default=None, help="cap on files per epoch")
     cmd.add_argument("--quiet", action="store_true", help="no progress display")
+    cmd.add_argument(
+        "--allow-state-drop",
+        action="store_true",
+        help="continue under a spec change that drops stored state (the error lists it)",
+    )
     cmd.set_defaults(func=_run)
     for step in ("plan", "process", "commit"):
         cmd = sub.add_parser(step, help=f"run only the {step} step of the next epoch")
@@ -50,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true")
         if step == "plan":
             cmd.add_argument("--max-files", type=int, default=None)
+            cmd.add_argument("--allow-state-drop", action="store_true")
         if step == "commit":
             cmd.add_argument("--epoch", type=int, default=None)
             cmd.add_argument("--attempt", default=None)
@@ -141,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         max_epochs=args.max_epochs,
         max_files=args.max_files,
         quiet=args.quiet,
+        allow_state_drop=args.allow_state_drop,
     )
     console.print(f"{len(outcomes)} epoch(s) committed for pipeline [bold]{rt.name}[/]")
     return 0
@@ -152,7 +159,7 @@ def _step(args: argparse.Namespace) -> int:
     rt = _runtime(args.spec)
     result: Any
     if args.step == "plan":
-        result = plan_epoch(rt, max_units=args.max_files)
+        result = plan_epoch(rt, max_units=args.max_files, allow_state_drop=args.allow_state_drop)
     elif args.step == "process":
         result = process_epoch(rt, _spark(rt))
     else:

@@ -8,7 +8,7 @@ The process step (:mod:`sluice.protocol.process`) reads the planned records and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sluice.windows.records import EpochCounts
 from sluice.windows.watermarks import WatermarkState
@@ -51,19 +51,42 @@ def state_columns(spec: PipelineSpec) -> list[str]:
     return window_columns(spec)
 
 
-def align_state(spec: PipelineSpec, frame: DataFrame) -> DataFrame:
-    """A stored snapshot in the column order of :func:`state_columns`. A keyed function's
-    state gains a TTL column when a TTL was added since (null: written before, never expires)."""
+def align_state(
+    spec: PipelineSpec,
+    frame: DataFrame,
+    reset_aggregates: tuple[str, ...] = (),
+    reset_states: tuple[str, ...] = (),
+) -> DataFrame:
+    """A stored snapshot in the column order of :func:`state_columns`, under the spec now
+    (:mod:`sluice.protocol.upgrade`): columns of removed aggregates or states are left out;
+    an aggregate or state that is new, or in ``reset_*``, starts empty. A keyed function's
+    state gains a TTL column when a TTL was added since (null: written before, never
+    expires)."""
     from pyspark.sql import functions as F
 
-    missing: dict[str, str] = {}
+    empty: dict[str, Any] = {}
     if spec.process is not None:
-        from sluice.keyed.operator import stamp_types
+        from sluice.keyed.operator import stamp_types, state_types
+        from sluice.keyed.runner import stamp_column, state_column
 
-        missing = {c: t for c, t in stamp_types(spec).items() if c not in frame.columns}
+        typed = {**state_types(spec), **stamp_types(spec)}
+        for name in reset_states:
+            for column in (state_column(name), stamp_column(name)):
+                if column in typed:
+                    empty[column] = F.lit(None).cast(typed[column])
+        for column, ddl in typed.items():
+            if column not in frame.columns:
+                empty[column] = F.lit(None).cast(ddl)
+    else:
+        from sluice.windows.aggregates import empty_partials
+
+        zeros = empty_partials(spec)
+        for agg in spec.aggregates:
+            for column, zero in zeros[agg.name].items():
+                if agg.name in reset_aggregates or column not in frame.columns:
+                    empty[column] = zero
     return frame.select(*[
-        F.lit(None).cast(missing[c]).alias(c) if c in missing else F.col(f"`{c}`")
-        for c in state_columns(spec)
+        empty[c].alias(c) if c in empty else F.col(f"`{c}`") for c in state_columns(spec)
     ])  # fmt: skip
 
 

@@ -74,6 +74,7 @@ def run_with_progress(
     max_epochs: int | None = None,
     max_files: int | None = None,
     quiet: bool = False,
+    allow_state_drop: bool = False,
 ) -> list[EpochOutcome]:
     """Run epochs until drained, with a progress bar over the input files."""
     from sluice.protocol import run_until_drained
@@ -102,7 +103,12 @@ def run_with_progress(
             )
 
         return run_until_drained(
-            rt, spark, max_epochs=max_epochs, max_units=max_files, on_epoch=on_epoch
+            rt,
+            spark,
+            max_epochs=max_epochs,
+            max_units=max_files,
+            on_epoch=on_epoch,
+            allow_state_drop=allow_state_drop,
         )
 
 

@@ -59,6 +59,7 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
         "offsets",
         "savepoint",
         "take_savepoint",
+        "allow_state_drop",
     }
     assert dag.params["restore_from"] == "latest"  # defaults let the DAG be scheduled
 

@@ -132,3 +132,25 @@ def test_a_ttl_added_later_is_a_compatible_change(spark: Any, kinds: Any, tmp_pa
     state = spark.read.parquet(rt.repo.latest_checkpoint().result.state.uri).collect()
     stamps = [dict(r["_t_tags"] or {}) for r in state]
     assert any(stamps), stamps  # written after the TTL was added: stamped
+
+
+def test_a_state_added_later_is_a_compatible_change(spark: Any, kinds: Any, tmp_path: Path) -> None:
+    """A declared state the checkpoint does not have starts empty for every key; the others
+    carry on (sluice.protocol.upgrade)."""
+    spec, _ = kinds
+    rt = runtime(spec)
+    run_until_drained(rt, spark, max_epochs=1, max_units=2)
+
+    def add(body: dict[str, Any]) -> None:
+        body["process"]["state"]["extra"] = {"kind": "value", "type": "long"}
+
+    grown = runtime(load_spec(_rewrite(tmp_path / "kinds.yaml", add)))
+    outcomes = run_until_drained(grown, spark, max_units=3)
+    assert outcomes and grown.repo.plan(2).state_migration["added"] == [
+        "state extra: added (value<long>)"
+    ]
+    view = state_view(spark, grown, resolve_checkpoint(grown))
+    assert view is not None
+    rows = rows_of(view)
+    assert rows and all(r["extra"] is None for r in rows)
+    assert any(r["history"] not in (None, "[]") for r in rows)

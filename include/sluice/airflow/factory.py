@@ -94,6 +94,14 @@ def trigger_params() -> dict[str, Param]:
             description="With restore_from=savepoint: its name (sluice savepoints SPEC lists "
             "them).",
         ),
+        "allow_state_drop": Param(
+            False,
+            type="boolean",
+            title="Allow dropping state",
+            description="Continue although the spec changed in a way that drops stored state "
+            "(a key, window or aggregate changed or removed; plan's error lists each). Added "
+            "aggregates and states never need it.",
+        ),
         "take_savepoint": Param(
             None,
             type=["null", "string"],

@@ -85,6 +85,7 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
         max_records=options.max_records,
         start=options.start,
         restored_from=options.restored_from,
+        allow_state_drop=options.allow_state_drop,
     )
     if plan is None:
         taken = ""
@@ -101,6 +102,7 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
         "end_offset": plan.end_offset,
         "planned_by_run": plan.run_id,
         "restored_from": plan.restored_from,
+        "state_migration": plan.state_migration,
     }
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "compute_keyed",
     "stamp_types",
     "state_columns",
+    "state_types",
 ]
 
 KEYLESS = "_key"  # the constant key column of a pipeline without key_by
@@ -93,6 +94,13 @@ def _state_types(process: ProcessSpec) -> list[tuple[str, str]]:
             )
             types.append((stamp_column(s.name), stamp))
     return [*types, (TIMERS, "array<long>")]
+
+
+def state_types(spec: PipelineSpec) -> dict[str, str]:
+    """Spark DDL of the declared state columns (without TTL stamps and timers)."""
+    assert spec.process is not None
+    names = {state_column(s.name) for s in spec.process.state}
+    return {c: spark_ddl(t) for c, t in _state_types(spec.process) if c in names}
 
 
 def stamp_types(spec: PipelineSpec) -> dict[str, str]:

@@ -67,14 +67,17 @@ class AttemptStateError(ProtocolError):
 
 
 class SpecChanged(ProtocolError):
-    """The spec changed in a way that makes the stored window state unreadable."""
+    """The spec changed in a way that drops stored state, and the run did not allow it."""
 
     def __init__(self, pipeline: str, epoch: int, differences: list[str]) -> None:
+        listed = "\n".join(f"  - {d}" for d in differences)
         super().__init__(
-            f"pipeline {pipeline}: the spec no longer matches the state of checkpoint {epoch}: "
-            + "; ".join(differences)
-            + ". Restore the old spec, or start the pipeline under a new name "
-            "(state migration arrives with savepoints)."
+            f"pipeline {pipeline}: the spec no longer matches the state of checkpoint {epoch}; "
+            f"continuing would drop state:\n{listed}\n"
+            "Restore the old spec; or allow dropping that state for this run (trigger with "
+            "allow_state_drop=true, or sluice run --allow-state-drop); or start the pipeline "
+            "under a new name. Added aggregates and states, sinks and limits need none of "
+            "this (docs/savepoints-and-retention.md)."
         )
         self.differences = differences
 

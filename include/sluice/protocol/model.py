@@ -104,6 +104,9 @@ class Plan:
     # Set when a run request moved the start (restore_from=offsets): what was asked, and the
     # committed offset the epoch would otherwise have started from.
     restored_from: dict[str, Any] | None = None
+    # Set when the spec's state shape changed since the checkpoint this plan starts from
+    # (sluice.protocol.upgrade.StateMigration.to_dict): what was added, dropped or reset.
+    state_migration: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = dict(self.__dict__)

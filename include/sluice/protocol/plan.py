@@ -15,6 +15,7 @@ from sluice.protocol.exceptions import SpecChanged
 from sluice.protocol.model import Checkpoint, Plan, StateRef
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
+from sluice.protocol.upgrade import StateMigration, compare_shapes
 from sluice.sources.base import Offset
 from sluice.storage import ObjectAlreadyExists
 from sluice.windows.watermarks import WatermarkState
@@ -29,24 +30,28 @@ def plan_epoch(
     max_records: int | None = None,
     start: Offset | None = None,
     restored_from: dict[str, Any] | None = None,
+    allow_state_drop: bool = False,
 ) -> Plan | None:
     """The plan of the next epoch, or None when the source has nothing new.
 
     ``max_units`` / ``max_records`` cap a new plan's input; ``start`` replaces the committed
     end offset as the start of a new plan (checked by :mod:`sluice.protocol.request`). None of
     them changes a plan that is already stored: a retry replays it verbatim.
+    ``allow_state_drop`` lets a new plan continue under a spec change that drops state
+    (:mod:`sluice.protocol.upgrade`); compatible changes never need it.
     """
     started = rt.clock()
     latest = recover(rt)
     epoch = (latest.epoch if latest else 0) + 1
     existing = rt.repo.plan(epoch)
     if existing is not None:
-        _check_shape(rt, existing.state_shape, epoch - 1)
+        _migration(rt, existing.state_shape, epoch - 1, allow=False)
         return existing
+    migration = StateMigration()
     if latest is not None:
-        _check_shape(rt, latest.plan.state_shape, latest.epoch)
+        migration = _migration(rt, latest.plan.state_shape, latest.epoch, allow_state_drop)
     caps = _Caps(max_units, max_records)
-    plan = _new_plan(rt, latest, epoch, caps, start, restored_from, started)
+    plan = _new_plan(rt, latest, epoch, caps, start, restored_from, started, migration)
     if plan is None:
         return None
     rt.faults.hit("plan.before_write", epoch)
@@ -74,6 +79,7 @@ def _new_plan(
     start: Offset | None,
     restored_from: dict[str, Any] | None,
     started: float,
+    migration: StateMigration,
 ) -> Plan | None:
     if start is None:
         start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
@@ -88,22 +94,21 @@ def _new_plan(
         start_offset=start.to_dict(),
         end_offset=rng.end.to_dict(),
         watermark=latest.result.watermark if latest else WatermarkState(),
-        state=latest.result.state if latest else StateRef(),
+        state=latest.result.state if latest and not migration.reset_all else StateRef(),
         fingerprint=rt.spec.fingerprint(),
         state_shape=rt.spec.state_shape(),
         created_at=now,
         plan_seconds=round(now - started, 6),
         run_id=rt.run_id,
         restored_from=restored_from,
+        state_migration=migration.to_dict() if migration.changed else None,
     )
 
 
-def _check_shape(rt: Runtime, stored: dict[str, Any], epoch: int) -> None:
-    current = rt.spec.state_shape()
-    differences = [
-        f"{field}: stored {stored.get(field)!r}, spec now {current.get(field)!r}"
-        for field in sorted(set(stored) | set(current))
-        if stored.get(field) != current.get(field)
-    ]
-    if differences:
-        raise SpecChanged(rt.name, epoch, differences)
+def _migration(rt: Runtime, stored: dict[str, Any], epoch: int, allow: bool) -> StateMigration:
+    """What the spec change since checkpoint ``epoch`` does to its state; raises SpecChanged
+    when it drops state and ``allow`` is false."""
+    migration = compare_shapes(stored, rt.spec.state_shape())
+    if migration.drops_state and not allow:
+        raise SpecChanged(rt.name, epoch, list(migration.dropped))
+    return migration

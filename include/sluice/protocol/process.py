@@ -30,6 +30,7 @@ from sluice.protocol.model import (
 )
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
+from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
 from sluice.storage import to_spark_uri
 
@@ -111,7 +112,7 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         rt.source.read(spark, rng),
         rt.spec,
         plan.watermark,
-        read_state(spark, rt, plan.state),
+        read_state(spark, rt, plan.state, StateMigration.from_dict(plan.state_migration)),
         epoch=plan.epoch,
         source_uri=rt.source.location,
         waiting=rt.source.waiting_partitions(rng),
@@ -188,9 +189,16 @@ def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> 
     return StateRef(uri, frames.state_rows)
 
 
-def read_state(spark: SparkSession, rt: Runtime, ref: StateRef) -> DataFrame | None:
+def read_state(
+    spark: SparkSession,
+    rt: Runtime,
+    ref: StateRef,
+    migration: StateMigration | None = None,
+) -> DataFrame | None:
     """The state ``S_k`` a plan starts from (None when empty). Parquet carries its own
     schema (derived key columns have no declared type); the columns are put in state order."""
     if ref.uri is None or ref.rows == 0:
         return None
-    return align_state(rt.spec, spark.read.parquet(to_spark_uri(ref.uri)))
+    migration = migration or StateMigration()
+    frame = spark.read.parquet(to_spark_uri(ref.uri))
+    return align_state(rt.spec, frame, migration.reset_aggregates, migration.reset_states)

@@ -30,7 +30,15 @@ from sluice.sources.base import Offset
 __all__ = ["RESTORE_CHOICES", "InvalidRunRequest", "PlanOptions", "RunRequest"]
 
 RESTORE_CHOICES = ("latest", "checkpoint", "savepoint", "offsets")
-_FIELDS = {"max_records", "restore_from", "epoch", "offsets", "savepoint", "take_savepoint"}
+_FIELDS = {
+    "max_records",
+    "restore_from",
+    "epoch",
+    "offsets",
+    "savepoint",
+    "take_savepoint",
+    "allow_state_drop",
+}
 
 
 class InvalidRunRequest(ProtocolError):
@@ -52,6 +60,7 @@ class PlanOptions:
     max_records: int | None = None
     start: Offset | None = None
     restored_from: dict[str, Any] | None = None
+    allow_state_drop: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,7 @@ class RunRequest:
     offsets: dict[str, Any] | None = None
     savepoint: str | None = None
     take_savepoint: str | None = None
+    allow_state_drop: bool = False
 
     @classmethod
     def from_conf(cls, pipeline: str, conf: Mapping[str, Any] | None) -> RunRequest:
@@ -74,6 +84,9 @@ class RunRequest:
         offsets = conf.get("offsets")
         savepoint = _name_or_none(conf.get("savepoint"), "savepoint", problems)
         take = _name_or_none(conf.get("take_savepoint"), "take_savepoint", problems)
+        allow = conf.get("allow_state_drop")
+        if allow not in (None, True, False):
+            problems.append(f"allow_state_drop: expected true or false, got {allow!r}")
         if restore not in RESTORE_CHOICES:
             problems.append(f"restore_from: {restore!r} is not one of {list(RESTORE_CHOICES)}")
         if offsets is not None and not isinstance(offsets, dict):
@@ -96,7 +109,7 @@ class RunRequest:
             problems.append(f"savepoint: only used with restore_from=savepoint, not {restore!r}")
         if problems:
             raise InvalidRunRequest(pipeline, problems)
-        return cls(max_records, restore, epoch, offsets, savepoint, take)
+        return cls(max_records, restore, epoch, offsets, savepoint, take, allow is True)
 
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
@@ -118,8 +131,8 @@ class RunRequest:
             self._check_savepoint(rt)
         if self.restore_from == "offsets":
             start, restored = self._start_at_offsets(rt)
-            return PlanOptions(self.max_records, start, restored)
-        return PlanOptions(self.max_records)
+            return PlanOptions(self.max_records, start, restored, self.allow_state_drop)
+        return PlanOptions(self.max_records, allow_state_drop=self.allow_state_drop)
 
     def _check_checkpoint(self, rt: Runtime, epoch: int, what: str, field: str = "epoch") -> None:
         latest = rt.repo.latest_epoch()

@@ -29,10 +29,15 @@ class EpochOutcome:
 
 
 def run_epoch(
-    rt: Runtime, spark: SparkSession, *, max_units: int | None = None
+    rt: Runtime,
+    spark: SparkSession,
+    *,
+    max_units: int | None = None,
+    allow_state_drop: bool = False,
 ) -> EpochOutcome | None:
-    """plan -> process -> commit for the next epoch; None when there is nothing to read."""
-    plan = plan_epoch(rt, max_units=max_units)
+    """plan -> process -> commit for the next epoch; None when there is nothing to read.
+    ``allow_state_drop``: see :mod:`sluice.protocol.upgrade`."""
+    plan = plan_epoch(rt, max_units=max_units, allow_state_drop=allow_state_drop)
     if plan is None:
         return None
     record = process_epoch(rt, spark, plan.epoch)
@@ -47,6 +52,7 @@ def run_until_drained(
     max_epochs: int | None = None,
     max_units: Callable[[int], int | None] | int | None = None,
     on_epoch: Callable[[EpochOutcome], None] | None = None,
+    allow_state_drop: bool = False,
 ) -> list[EpochOutcome]:
     """Run epochs until the source has nothing new (or ``max_epochs``).
 
@@ -56,7 +62,7 @@ def run_until_drained(
     outcomes: list[EpochOutcome] = []
     while max_epochs is None or len(outcomes) < max_epochs:
         cap = max_units(len(outcomes)) if callable(max_units) else max_units
-        outcome = run_epoch(rt, spark, max_units=cap)
+        outcome = run_epoch(rt, spark, max_units=cap, allow_state_drop=allow_state_drop)
         if outcome is None:
             break
         outcomes.append(outcome)

@@ -30,6 +30,7 @@ from sluice.spec.model import AggregateSpec, PipelineSpec
 
 __all__ = [
     "HLL_LG_K",
+    "empty_partials",
     "finalize_columns",
     "merge_columns",
     "partial_columns",
@@ -58,6 +59,26 @@ def _suffixes(agg: AggregateSpec) -> tuple[str, ...]:
         "first": ("r",),
         "last": ("r",),
     }[agg.func]
+
+
+def empty_partials(spec: PipelineSpec) -> dict[str, dict[str, Column]]:
+    """Per aggregate, the partials of "no record yet" (an aggregate added by an upgrade
+    starts from these in windows already open). Merges are SQL aggregates that skip nulls,
+    so an untyped null is empty for sums, extremes, sketches and first/last; counts are 0
+    and distinct sets empty, so a window with no record for the new aggregate finalises to
+    0 (count, count_distinct) or null (the others), as for a window of its own."""
+    zeros: dict[str, dict[str, Column]] = {}
+    for agg in spec.aggregates:
+        columns: dict[str, Column] = {}
+        for suffix in _suffixes(agg):
+            if suffix == "n":
+                columns[_p(agg, suffix)] = F.lit(0).cast("bigint")
+            elif suffix == "d":
+                columns[_p(agg, suffix)] = F.array()
+            else:
+                columns[_p(agg, suffix)] = F.lit(None)
+        zeros[agg.name] = columns
+    return zeros
 
 
 def partial_names(spec: PipelineSpec) -> list[str]:

@@ -1,0 +1,125 @@
+"""Upgrades: continuing a checkpoint (or a savepoint) under a changed spec.
+
+Every checkpoint stores the *state shape* its snapshot was written under
+(:meth:`sluice.spec.PipelineSpec.state_shape`). The next plan compares it with the spec now:
+
+* not part of the shape (kept as it is): sinks, the source path or format, qos, limits,
+  retention;
+* compatible (kept): an aggregate added (it starts empty in windows already open), a
+  process-function state added (empty for every key), a TTL added or changed (entries
+  written before never expire);
+* drops state: an aggregate or state removed (its values are dropped), an aggregate's
+  expression or a state's type changed (it restarts empty);
+* drops all state: ``key_by``, the window, the event-time column, ``select`` (the next epoch
+  starts with no state).
+
+A change that drops state is refused with every difference listed (:class:`SpecChanged`),
+unless the run request allows it (``allow_state_drop``: the trigger form, or
+``sluice run --allow-state-drop``). Then the plan records what was dropped
+(``state_migration``), so the history says why a window's aggregate restarted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StateMigration", "compare_shapes"]
+
+# shape entries whose change makes the whole snapshot unreadable
+_WHOLE = ("key_by", "event_time", "window", "select")
+
+
+@dataclass(frozen=True)
+class StateMigration:
+    added: tuple[str, ...] = ()  # compatible additions, e.g. "aggregate mean"
+    dropped: tuple[str, ...] = ()  # differences that drop state, each named
+    reset_all: bool = False  # start from empty state
+    reset_aggregates: tuple[str, ...] = ()  # aggregates whose partials restart empty
+    reset_states: tuple[str, ...] = ()  # process-function states that restart empty
+
+    @property
+    def drops_state(self) -> bool:
+        return bool(self.dropped)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.dropped)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": list(self.added),
+            "dropped": list(self.dropped),
+            "reset_all": self.reset_all,
+            "reset_aggregates": list(self.reset_aggregates),
+            "reset_states": list(self.reset_states),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> StateMigration:
+        data = data or {}
+        return cls(
+            tuple(data.get("added", ())),
+            tuple(data.get("dropped", ())),
+            bool(data.get("reset_all", False)),
+            tuple(data.get("reset_aggregates", ())),
+            tuple(data.get("reset_states", ())),
+        )
+
+
+def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:
+    """What continuing a snapshot of shape ``stored`` under ``current`` means."""
+    added: list[str] = []
+    dropped: list[str] = []
+    reset_all = False
+    reset_aggregates: list[str] = []
+    reset_states: list[str] = []
+    for field in _WHOLE:
+        if stored.get(field) != current.get(field):
+            dropped.append(
+                f"{field}: stored {_show(stored.get(field))}, spec now "
+                f"{_show(current.get(field))} (all state is dropped)"
+            )
+            reset_all = True
+    old_aggs: dict[str, str] = stored.get("aggregates") or {}
+    new_aggs: dict[str, str] = current.get("aggregates") or {}
+    for name in sorted(set(old_aggs) | set(new_aggs)):
+        before, after = old_aggs.get(name), new_aggs.get(name)
+        if before == after:
+            continue
+        if before is None:
+            added.append(f"aggregate {name}: added ({after})")
+        elif after is None:
+            dropped.append(f"aggregates.{name}: stored {before!r}, removed from the spec")
+        else:
+            dropped.append(f"aggregates.{name}: stored {before!r}, spec now {after!r}")
+            reset_aggregates.append(name)
+    states = {k for k in (*stored, *current) if k.startswith("state.")}
+    for key in sorted(states):
+        before, after = stored.get(key), current.get(key)
+        if before == after:
+            continue
+        name = key.removeprefix("state.")
+        if before is None:
+            added.append(f"state {name}: added ({after})")
+        elif after is None:
+            dropped.append(f"{key}: stored {before!r}, removed from the spec")
+        else:
+            dropped.append(f"{key}: stored {before!r}, spec now {after!r}")
+            reset_states.append(name)
+    return StateMigration(
+        tuple(added),
+        tuple(dropped),
+        reset_all,
+        tuple(reset_aggregates),
+        tuple(reset_states),
+    )
+
+
+def _show(value: Any) -> str:
+    """Shapes come back from JSON with sorted keys: show dicts sorted, so both sides read
+    alike."""
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return repr(value)
