@@ -145,8 +145,11 @@ def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
     ) as dag:
 
         @task(task_id="plan")
-        def plan(params: Any = None, run_id: str | None = None) -> dict[str, Any]:
-            return plan_task(spec_file, params or {}, run_id)
+        def plan(params: Any = None, run_id: str | None = None, ti: Any = None) -> dict[str, Any]:
+            def in_flight(other: str) -> bool:
+                return ti.get_dagrun_state(dag_id(spec.name), other) in ("queued", "running")
+
+            return plan_task(spec_file, params or {}, run_id, in_flight if ti else None)
 
         @task(task_id="commit", outlets=assets)
         def commit(
@@ -210,6 +213,8 @@ def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:
         "retry_exponential_backoff": restart.multiplier if restart.multiplier > 1 else 0,
         "max_retry_delay": timedelta(microseconds=restart.max_delay_us),
         "execution_timeout": timedelta(microseconds=spec.checkpoint.timeout_us),
+        # a run that already planned finishes before a newer run plans (commit > process > plan)
+        "weight_rule": "upstream",
     }
 
 

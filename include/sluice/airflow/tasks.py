@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Connection
 from airflow.sdk.exceptions import (
     AirflowFailException,
     AirflowNotFoundException,
+    AirflowRescheduleException,
     AirflowSkipException,
 )
 
@@ -68,11 +70,23 @@ def sink_connections(spec: PipelineSpec) -> dict[str, str]:
     return found
 
 
-def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> dict[str, Any]:
+# How long a run's plan waits before looking again while another run's epoch is in flight.
+WAIT_FOR_RUN_S = 15
+
+
+def plan_task(
+    spec_path: str,
+    params: Mapping[str, Any],
+    run_id: str | None,
+    run_in_flight: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
     """Check the trigger conf, then plan the next epoch (or reuse its stored plan).
 
     A bad conf fails the task without retries and before anything is written; no new input
-    skips ``process`` and ``commit``.
+    skips ``process`` and ``commit``. When the next epoch was planned by another run that is
+    still queued or running (a backfill's runs, or a manual trigger next to a scheduled run),
+    this task is rescheduled (``up_for_reschedule``, pool slot released) until that run ends:
+    runs go one epoch each, in turn. A plan whose run has ended is taken over (replayed).
     """
     rt = runtime_for(spec_path, run_id)
     try:
@@ -87,6 +101,11 @@ def plan_task(spec_path: str, params: Mapping[str, Any], run_id: str | None) -> 
         restored_from=options.restored_from,
         allow_state_drop=options.allow_state_drop,
     )
+    other = plan.run_id if plan is not None else None
+    if other not in (None, run_id) and run_in_flight is not None and run_in_flight(other):
+        raise AirflowRescheduleException(
+            reschedule_date=datetime.now(UTC) + timedelta(seconds=WAIT_FOR_RUN_S)
+        )
     if plan is None:
         taken = ""
         if request.take_savepoint is not None:
