@@ -29,24 +29,11 @@ from sluice.sinks.files import read_rows
 from sluice.spec import parse_spec
 from sluice.storage import open_store
 
-from tests.fixtures.pipelines import CLICK_AGGREGATES, CLICK_SCHEMA, click_spec_dict, runtime
-from tests.reference import compare_rows, compute_reference
+from tests.fixtures.pipelines import CLICK_AGGREGATES, click_reference, click_spec_dict, runtime
+from tests.reference import compare_rows
 
 FILES = render_click_files(files=6, events_per_file=60, seed=31)  # 30 s each
 KEYS = ["user", "window_start"]
-
-
-def _reference(files: list[tuple[str, bytes]], aggregates: dict[str, str]) -> Any:
-    return compute_reference(
-        files,
-        schema=CLICK_SCHEMA,
-        event_time="ts",
-        max_out_of_orderness_s=5,
-        allowed_lateness_s=0,
-        window_size_s=60,
-        key_by=["user"],
-        aggregates=aggregates,
-    )
 
 
 def _listing(rt: Any) -> list[tuple[str, int]]:
@@ -99,10 +86,10 @@ def test_savepoint_restore_under_compatible_and_incompatible_changes(
 
     old = read_rows(open_store(ws.uri("out")), "parquet")
     new = read_rows(open_store(ws.uri("out2")), "parquet")
-    reference = _reference(FILES, added).emitted
+    reference = click_reference(FILES, added).emitted
     originals = [{k: v for k, v in r.items() if k != "smallest"} for r in reference]
     assert compare_rows(old + new, originals, keys=KEYS) == []
-    open_at_savepoint = {_key(w) for w in _reference(FILES[:2], CLICK_AGGREGATES).open_windows}
+    open_at_savepoint = {_key(w) for w in click_reference(FILES[:2], CLICK_AGGREGATES).open_windows}
     expected = {_key(r): r for r in reference}
     fresh = [r for r in new if _key(r) not in open_at_savepoint]
     assert fresh
@@ -142,11 +129,11 @@ def test_allowing_the_drop_restarts_a_changed_aggregate(spark: Any, local_worksp
     assert upgraded.repo.latest_epoch() == 6
 
     rows = read_rows(open_store(ws.uri("out")), "parquet")
-    reference = _reference(FILES, dict(CLICK_AGGREGATES, biggest="min(amount)")).emitted
+    reference = click_reference(FILES, dict(CLICK_AGGREGATES, biggest="min(amount)")).emitted
     unchanged = [{k: v for k, v in r.items() if k != "biggest"} for r in reference]
     assert compare_rows(rows, unchanged, keys=KEYS) == []
     # a window opened after the change has the new aggregate exactly
-    before = _reference(FILES[:2], CLICK_AGGREGATES)
+    before = click_reference(FILES[:2], CLICK_AGGREGATES)
     seen = {_key(w) for w in before.emitted + before.open_windows}
     expected = {_key(r): r for r in reference}
     fresh = [r for r in rows if _key(r) not in seen]
