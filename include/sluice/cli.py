@@ -48,6 +48,24 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="continue under a spec change that drops stored state (the error lists it)",
     )
+    cmd.add_argument(
+        "--restore-from",
+        choices=("latest", "checkpoint", "savepoint", "offsets"),
+        default=None,
+        help="where the first epoch starts; an older checkpoint or savepoint rewinds "
+        "(docs/rewind.md)",
+    )
+    cmd.add_argument("--epoch", type=int, default=None, help="with --restore-from checkpoint")
+    cmd.add_argument("--savepoint", default=None, help="with --restore-from savepoint")
+    cmd.add_argument(
+        "--offsets", default=None, help='with --restore-from offsets: JSON, {"after_key": K}'
+    )
+    cmd.add_argument(
+        "--on-missing-offsets",
+        choices=("fail", "earliest"),
+        default=None,
+        help="a rewind whose input is gone from the source: fail (default) or replay what is left",
+    )
     cmd.set_defaults(func=_run)
     for step in ("plan", "process", "commit"):
         cmd = sub.add_parser(step, help=f"run only the {step} step of the next epoch")
@@ -127,6 +145,38 @@ def _spark(rt: Any) -> Any:
     return spark_session(f"sluice-{rt.name}", s3=rt.spec.s3)
 
 
+def _plan_request(rt: Any, args: argparse.Namespace) -> None:
+    """``sluice run --restore-from ...``: check the request like a trigger's conf, then plan
+    the first epoch with it (the run then goes on from there)."""
+    from sluice.protocol import RunRequest, plan_epoch
+
+    conf = {
+        "restore_from": args.restore_from,
+        "epoch": args.epoch,
+        "savepoint": args.savepoint,
+        "offsets": json.loads(args.offsets) if args.offsets else None,
+        "on_missing_offsets": args.on_missing_offsets,
+        "allow_state_drop": args.allow_state_drop,
+    }
+    if not any(v for k, v in conf.items() if k != "allow_state_drop"):
+        return
+    options = RunRequest.from_conf(rt.name, conf).resolve(rt)
+    plan = plan_epoch(
+        rt,
+        max_units=args.max_files,
+        start=options.start,
+        restored_from=options.restored_from,
+        allow_state_drop=options.allow_state_drop,
+        rewind_to=options.rewind_to,
+    )
+    if plan is not None and options.rewind_to is not None:
+        rewound = (plan.restored_from or {}).get("rewound", [])
+        console.print(
+            f"epoch {plan.epoch} rewinds to checkpoint {options.rewind_to}: it replays from "
+            f"there and retracts the output of epochs {', '.join(map(str, rewound))}"
+        )
+
+
 def _validate(args: argparse.Namespace) -> int:
     from sluice.report import describe_spec
     from sluice.spec import load_spec
@@ -140,6 +190,7 @@ def _run(args: argparse.Namespace) -> int:
     from sluice.report import run_with_progress
 
     rt = _runtime(args.spec)
+    _plan_request(rt, args)
     outcomes = run_with_progress(
         rt,
         _spark(rt),

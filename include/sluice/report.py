@@ -134,7 +134,7 @@ def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:
 
 def savepoints_body(rt: Runtime) -> dict[str, Any]:
     """The savepoints, the retention setting and mark, and the retained checkpoints."""
-    committed = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+    committed = rt.repo.committed_epochs()
     return {
         "pipeline": rt.name,
         "retained": rt.spec.checkpoint.retained if rt.spec.checkpoint else None,

@@ -47,7 +47,7 @@ def resolve_checkpoint(
     epoch = epoch if epoch is not None else rt.repo.latest_epoch()
     checkpoint = rt.repo.checkpoint(epoch) if epoch and not rt.repo.is_retired(epoch) else None
     if checkpoint is None:
-        kept = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+        kept = rt.repo.committed_epochs()
         have = ", ".join(map(str, kept)) or "none"
         raise StateViewError(
             f"pipeline {rt.name}: no committed checkpoint {epoch} (retained: {have})"

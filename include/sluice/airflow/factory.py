@@ -23,7 +23,7 @@ from airflow.sdk import DAG, Asset, Param, task
 
 from sluice.airflow.operators import SluiceProcessOperator
 from sluice.airflow.tasks import asset_extra, commit_task, plan_task
-from sluice.protocol.request import RESTORE_CHOICES
+from sluice.protocol.request import MISSING_CHOICES, RESTORE_CHOICES
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
 
 __all__ = [
@@ -69,9 +69,10 @@ def trigger_params() -> dict[str, Param]:
             enum=list(RESTORE_CHOICES),
             title="Restore from",
             description="latest: continue. checkpoint: continue from the committed epoch "
-            "below; savepoint: from the checkpoint the savepoint below points to (both must "
-            "be the latest until rewinds arrive). offsets: start the next epoch at the source "
-            "offsets below, skipping input in between.",
+            "below; savepoint: from the checkpoint the savepoint below points to. An older "
+            "epoch rewinds: the next epoch replays from there and its commit retracts the "
+            "output of the epochs after it from every sink. offsets: start the next epoch at "
+            "the source offsets below, skipping input in between.",
         ),
         "epoch": Param(
             None,
@@ -93,6 +94,15 @@ def trigger_params() -> dict[str, Param]:
             title="Savepoint to restore",
             description="With restore_from=savepoint: its name (sluice savepoints SPEC lists "
             "them).",
+        ),
+        "on_missing_offsets": Param(
+            "fail",
+            type="string",
+            enum=list(MISSING_CHOICES),
+            title="When rewound input is gone",
+            description="fail: refuse a rewind whose input the source no longer has (the "
+            "error names it). earliest: replay what is still there; the gap is recorded in "
+            "the plan.",
         ),
         "allow_state_drop": Param(
             False,

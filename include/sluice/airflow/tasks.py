@@ -100,6 +100,7 @@ def plan_task(
         start=options.start,
         restored_from=options.restored_from,
         allow_state_drop=options.allow_state_drop,
+        rewind_to=options.rewind_to,
     )
     other = plan.run_id if plan is not None else None
     if other not in (None, run_id) and run_in_flight is not None and run_in_flight(other):

@@ -4,6 +4,12 @@
 2. reuse ``plan(k+1)`` verbatim if it exists, so a retry replays exactly the same input;
 3. otherwise ask the source for the next range from ``O_k`` (capped per epoch);
 4. store ``plan(k+1)`` with put-if-absent (a concurrent planner's plan wins and is reused).
+
+A rewind (``rewind_to=j``, j < k; see :mod:`sluice.protocol.request` and docs/rewind.md) plans
+epoch k+1 from checkpoint j instead — its end offsets, watermark and state — and marks the
+plan ``restored_from.retract_after = j``; writing that plan is the rewind's one atomic step.
+Epoch numbers never go back, so every fence (checkpoint keys, sink transaction ids) stays
+monotonic; the epochs j+1..k are "rewound" from then on.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.protocol.exceptions import SpecChanged
+from sluice.protocol.exceptions import ProtocolError, SpecChanged
 from sluice.protocol.model import Checkpoint, Plan, StateRef
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
@@ -31,6 +37,7 @@ def plan_epoch(
     start: Offset | None = None,
     restored_from: dict[str, Any] | None = None,
     allow_state_drop: bool = False,
+    rewind_to: int | None = None,
 ) -> Plan | None:
     """The plan of the next epoch, or None when the source has nothing new.
 
@@ -38,7 +45,8 @@ def plan_epoch(
     end offset as the start of a new plan (checked by :mod:`sluice.protocol.request`). None of
     them changes a plan that is already stored: a retry replays it verbatim.
     ``allow_state_drop`` lets a new plan continue under a spec change that drops state
-    (:mod:`sluice.protocol.upgrade`); compatible changes never need it.
+    (:mod:`sluice.protocol.upgrade`); compatible changes never need it. ``rewind_to`` starts
+    a new plan from that older checkpoint (with ``restored_from`` from the run request).
     """
     started = rt.clock()
     latest = recover(rt)
@@ -47,11 +55,22 @@ def plan_epoch(
     if existing is not None:
         _migration(rt, existing.state_shape, epoch - 1, allow=False)
         return existing
+    base = latest
+    if rewind_to is not None and latest is not None and rewind_to != latest.epoch:
+        base = rt.repo.checkpoint(rewind_to)
+        if base is None:
+            raise ProtocolError(f"pipeline {rt.name}: no checkpoint {rewind_to} to rewind to")
     migration = StateMigration()
-    if latest is not None:
-        migration = _migration(rt, latest.plan.state_shape, latest.epoch, allow_state_drop)
+    if base is not None:
+        migration = _migration(rt, base.plan.state_shape, base.epoch, allow_state_drop)
     caps = _Caps(max_units, max_records)
-    plan = _new_plan(rt, latest, epoch, caps, start, restored_from, started, migration)
+    plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
+    if plan is None and base is not latest:
+        assert base is not None
+        raise ProtocolError(
+            f"pipeline {rt.name}: the source has nothing left to replay after epoch "
+            f"{base.epoch} ({restored_from}); a rewind needs input to replay"
+        )
     if plan is None:
         return None
     rt.faults.hit("plan.before_write", epoch)
@@ -60,6 +79,13 @@ def plan_epoch(
     except ObjectAlreadyExists:
         stored = rt.repo.plan(epoch)
         assert stored is not None
+        if restored_from is not None and stored.restored_from != plan.restored_from:
+            raise ProtocolError(
+                f"pipeline {rt.name}: epoch {epoch} was planned by another run "
+                f"({stored.run_id}) at the same time, without this request's restore "
+                f"{restored_from}; nothing of this request was written. Trigger it again once "
+                f"epoch {epoch} has committed."
+            ) from None
         plan = stored
     rt.faults.hit("plan.after_write", epoch)
     return plan

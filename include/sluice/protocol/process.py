@@ -8,12 +8,15 @@
 5. record the attempt as PREPARED with its result (counts, staged files, watermark);
 6. qos 0 only: write the checkpoint now, then the output directly (a crash in between loses
    the epoch's output, never duplicates it); the commit step then finds nothing to do.
+The first epoch of a rewind is staged at every qos level, its ``Prepared`` marked
+``retract_after``: its sink commit retracts the rewound epochs' output (docs/rewind.md).
 A failure before 5 records the attempt as FAILED and removes what it staged; it is never
 reused.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sluice.operator import EpochOutput, align_state, compute_output
@@ -133,12 +136,14 @@ def _stage(
         "dead": (frames.dead, frames.counts.dead),
     }
     prepared: list[Prepared] = []
+    retract = retract_after(plan)
     for role in rt.sinks:
         df, rows = outputs[role.role]
         if rt.spec.qos == 2:
-            prepared.append(role.sink.prepare(plan.epoch, attempt, df, rows))
+            staged = role.sink.prepare(plan.epoch, attempt, df, rows)
+            prepared.append(replace(staged, retract_after=retract))
         elif rt.spec.qos == 1:
-            prepared.append(role.sink.write(plan.epoch, attempt, df, rows))
+            prepared.append(_write(role, plan.epoch, attempt, df, rows, retract))
     rt.faults.hit("process.after_prepare", plan.epoch)
     counts = frames.counts
     rng = rt.source.decode_range(plan.source_range)
@@ -173,12 +178,32 @@ def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outpu
         abort_attempt(rt, epoch, attempt)
         return
 
+    retract = retract_after(checkpoint.plan)
+
     def publish(role: SinkRole) -> None:
         df, rows = outputs[role.role]
-        role.sink.write(epoch, attempt, df, rows)
+        _write(role, epoch, attempt, df, rows, retract)
 
     if rt.repo.sinks_committed(epoch) is None:
         finish_commit(rt, checkpoint, started=started, publish=publish)
+
+
+def retract_after(plan: Plan) -> int | None:
+    """The epoch a rewind's first epoch goes back to (its sinks retract what came after)."""
+    after = (plan.restored_from or {}).get("retract_after")
+    return int(after) if after is not None else None
+
+
+def _write(
+    role: SinkRole, epoch: int, attempt: str, df: DataFrame, rows: int, retract: int | None
+) -> Prepared:
+    """qos 0/1 direct output; a rewind's first epoch is staged and committed with its
+    retraction instead (the direct writes cannot retract)."""
+    if retract is None:
+        return role.sink.write(epoch, attempt, df, rows)
+    staged = replace(role.sink.prepare(epoch, attempt, df, rows), retract_after=retract)
+    role.sink.commit(staged)
+    return staged
 
 
 def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> StateRef:

@@ -179,10 +179,33 @@ class Repository:
         kept = {s.epoch for s in self.savepoints()}
         return {e: names for e, names in found.items() if e >= below or e in kept}
 
+    def committed_epochs(self) -> list[int]:
+        """The retained committed epochs, ascending."""
+        return sorted(e for e, names in self.epochs().items() if "checkpoint.json" in names)
+
     def latest_epoch(self) -> int:
         """The highest committed epoch, 0 when none."""
-        committed = [e for e, names in self.epochs().items() if "checkpoint.json" in names]
-        return max(committed, default=0)
+        return max(self.committed_epochs(), default=0)
+
+    def rewinds(self, since: int = 0) -> dict[int, int]:
+        """The first epoch of every stored rewind above ``since`` -> the epoch it rewound to
+        (read from the plans: a rewind's plan says ``restored_from.retract_after``)."""
+        found = {}
+        for epoch in sorted(e for e in self.epochs() if e > since):
+            plan = self.plan(epoch)
+            after = (plan.restored_from or {}).get("retract_after") if plan else None
+            if after is not None:
+                found[epoch] = int(after)
+        return found
+
+    def rewound(self, since: int = 0) -> dict[int, int]:
+        """Epochs whose output a rewind retracted -> the rewind's first epoch (only rewinds
+        above ``since`` are read)."""
+        dead: dict[int, int] = {}
+        for first, after in self.rewinds(since).items():
+            for epoch in range(after + 1, first):
+                dead.setdefault(epoch, first)
+        return dead
 
     def latest_checkpoint(self) -> Checkpoint | None:
         epoch = self.latest_epoch()

@@ -9,9 +9,13 @@ A request is checked in two stages, both before anything is written:
 Every problem is collected and reported at once in an :class:`InvalidRunRequest` that names
 the pipeline and the field. ``restore_from`` is ``latest`` (the default: continue), ``checkpoint``
 (continue from a given committed epoch), ``savepoint`` (continue from the checkpoint a named
-savepoint points to) or ``offsets`` (start the next epoch at explicit source offsets). Going
-back to an older checkpoint or offset re-emits committed output, so it needs the retraction of
-the rewind (issue #7, not built yet) and is refused with that explanation until then.
+savepoint points to) or ``offsets`` (start the next epoch at explicit source offsets, ahead of
+the committed ones). A checkpoint or savepoint older than the latest makes the next epoch a
+**rewind** (docs/rewind.md): it starts from that checkpoint's offsets, watermark and state,
+and its commit retracts the output of the epochs after it from every sink. A rewind is
+refused, before anything is written, when a sink cannot retract, when that epoch's output was
+itself retracted by an earlier rewind, or when the source no longer has input the rewound
+epochs read (``on_missing_offsets: earliest`` replays what is left and records the gap).
 ``take_savepoint`` names a savepoint to take of the checkpoint this run commits (or of the
 latest one, when there is no new input).
 """
@@ -27,7 +31,7 @@ from sluice.protocol.layout import SAVEPOINT_NAME
 from sluice.protocol.runtime import Runtime
 from sluice.sources.base import Offset
 
-__all__ = ["RESTORE_CHOICES", "InvalidRunRequest", "PlanOptions", "RunRequest"]
+__all__ = ["MISSING_CHOICES", "RESTORE_CHOICES", "InvalidRunRequest", "PlanOptions", "RunRequest"]
 
 RESTORE_CHOICES = ("latest", "checkpoint", "savepoint", "offsets")
 _FIELDS = {
@@ -38,7 +42,9 @@ _FIELDS = {
     "savepoint",
     "take_savepoint",
     "allow_state_drop",
+    "on_missing_offsets",
 }
+MISSING_CHOICES = ("fail", "earliest")
 
 
 class InvalidRunRequest(ProtocolError):
@@ -61,6 +67,7 @@ class PlanOptions:
     start: Offset | None = None
     restored_from: dict[str, Any] | None = None
     allow_state_drop: bool = False
+    rewind_to: int | None = None  # the next epoch starts from this older checkpoint
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,7 @@ class RunRequest:
     savepoint: str | None = None
     take_savepoint: str | None = None
     allow_state_drop: bool = False
+    on_missing_offsets: str = "fail"
 
     @classmethod
     def from_conf(cls, pipeline: str, conf: Mapping[str, Any] | None) -> RunRequest:
@@ -87,6 +95,11 @@ class RunRequest:
         allow = conf.get("allow_state_drop")
         if allow not in (None, True, False):
             problems.append(f"allow_state_drop: expected true or false, got {allow!r}")
+        missing = conf.get("on_missing_offsets") or "fail"
+        if missing not in MISSING_CHOICES:
+            problems.append(
+                f"on_missing_offsets: {missing!r} is not one of {list(MISSING_CHOICES)}"
+            )
         if restore not in RESTORE_CHOICES:
             problems.append(f"restore_from: {restore!r} is not one of {list(RESTORE_CHOICES)}")
         if offsets is not None and not isinstance(offsets, dict):
@@ -109,7 +122,7 @@ class RunRequest:
             problems.append(f"savepoint: only used with restore_from=savepoint, not {restore!r}")
         if problems:
             raise InvalidRunRequest(pipeline, problems)
-        return cls(max_records, restore, epoch, offsets, savepoint, take, allow is True)
+        return cls(max_records, restore, epoch, offsets, savepoint, take, allow is True, missing)
 
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
@@ -126,18 +139,95 @@ class RunRequest:
             )
         if self.restore_from == "checkpoint":
             assert self.epoch is not None
-            self._check_checkpoint(rt, self.epoch, f"checkpoint {self.epoch}")
+            return self._restore(rt, self.epoch, f"checkpoint {self.epoch}")
         if self.restore_from == "savepoint":
-            self._check_savepoint(rt)
+            return self._restore_savepoint(rt)
         if self.restore_from == "offsets":
             start, restored = self._start_at_offsets(rt)
             return PlanOptions(self.max_records, start, restored, self.allow_state_drop)
         return PlanOptions(self.max_records, allow_state_drop=self.allow_state_drop)
 
-    def _check_checkpoint(self, rt: Runtime, epoch: int, what: str, field: str = "epoch") -> None:
+    def _restore(
+        self,
+        rt: Runtime,
+        epoch: int,
+        what: str,
+        field: str = "epoch",
+        savepoint: str | None = None,
+    ) -> PlanOptions:
+        """Continue from committed ``epoch``: plainly when it is the latest, else a rewind."""
+        latest = self._check_checkpoint(rt, epoch, field)
+        plain = PlanOptions(self.max_records, allow_state_drop=self.allow_state_drop)
+        if epoch == latest:
+            return plain
+        pending = rt.repo.plan(latest + 1)
+        if pending is not None:
+            if (pending.restored_from or {}).get("retract_after") == epoch:  # a retry
+                return PlanOptions(
+                    self.max_records, None, pending.restored_from, self.allow_state_drop, epoch
+                )
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"{field}: epoch {latest + 1} is already planned and not committed; let it "
+                    "commit (trigger with restore_from=latest) before rewinding"
+                ],
+            )
+        dead = rt.repo.rewound(since=epoch)
+        if epoch in dead:
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"{field}: the output of epoch {epoch} was retracted by the rewind that "
+                    f"epoch {dead[epoch]} started; it is no longer part of the pipeline's "
+                    "history (rewind to an epoch before it, or after it)"
+                ],
+            )
+        live = [e for e in rt.repo.committed_epochs() if epoch < e <= latest and e not in dead]
+        problems = [
+            f"{field}: restoring {what} retracts the output of epochs {_ranges(live)}, but "
+            f"{problem}"
+            for role in rt.sinks
+            if (problem := role.sink.retraction_problem(epoch)) is not None
+        ]
+        missing = self._missing_input(rt, live)
+        if missing and self.on_missing_offsets == "fail":
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            shown = ", ".join(missing[:5]) + more
+            problems.append(
+                f"on_missing_offsets: source {rt.source.location} no longer has input that "
+                f"epochs {_ranges(live)} read ({shown}); replaying without it would change "
+                "the output silently. Put it back, or set on_missing_offsets=earliest to "
+                "replay what is still there (the gap is recorded in the plan)"
+            )
+        if problems:
+            raise InvalidRunRequest(rt.name, problems)
+        restored: dict[str, Any] = {
+            "kind": "savepoint" if savepoint else "checkpoint",
+            "epoch": epoch,
+            "retract_after": epoch,
+            "rewound": live,
+        }
+        if savepoint:
+            restored["savepoint"] = savepoint
+        if missing:
+            restored["missing_input"] = missing
+        return PlanOptions(self.max_records, None, restored, self.allow_state_drop, epoch)
+
+    @staticmethod
+    def _missing_input(rt: Runtime, epochs: list[int]) -> list[str]:
+        missing: list[str] = []
+        for epoch in epochs:
+            plan = rt.repo.plan(epoch)
+            if plan is not None:
+                missing += rt.source.missing_units(rt.source.decode_range(plan.source_range))
+        return missing
+
+    def _check_checkpoint(self, rt: Runtime, epoch: int, field: str = "epoch") -> int:
+        """The latest epoch; raises unless ``epoch`` is a retained committed checkpoint."""
         latest = rt.repo.latest_epoch()
         if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
-            kept = sorted(e for e, n in rt.repo.epochs().items() if "checkpoint.json" in n)
+            kept = rt.repo.committed_epochs()
             have = (
                 f"retained committed epochs are {_ranges(kept)}"
                 if kept
@@ -147,18 +237,9 @@ class RunRequest:
                 rt.name,
                 [f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; {have}"],
             )
-        if epoch < latest:
-            raise InvalidRunRequest(
-                rt.name,
-                [
-                    f"{field}: restoring {what} would replay epochs {epoch + 1}..{latest}, "
-                    "whose output is already committed; rewinding with retraction of that "
-                    "output is not available yet (issue #7). Use restore_from=latest "
-                    f"(= checkpoint {latest}) to continue."
-                ],
-            )
+        return latest
 
-    def _check_savepoint(self, rt: Runtime) -> None:
+    def _restore_savepoint(self, rt: Runtime) -> PlanOptions:
         assert self.savepoint is not None
         found = rt.repo.savepoint(self.savepoint)
         if found is None:
@@ -166,9 +247,8 @@ class RunRequest:
             raise InvalidRunRequest(
                 rt.name, [f"savepoint: no savepoint {self.savepoint!r} (savepoints: {names})"]
             )
-        self._check_checkpoint(
-            rt, found.epoch, f"savepoint {found.name!r} (epoch {found.epoch})", "savepoint"
-        )
+        what = f"savepoint {found.name!r} (epoch {found.epoch})"
+        return self._restore(rt, found.epoch, what, "savepoint", found.name)
 
     def _start_at_offsets(self, rt: Runtime) -> tuple[Offset, dict[str, Any]]:
         assert self.offsets is not None
@@ -186,10 +266,23 @@ class RunRequest:
                 "commit (trigger with restore_from=latest) before moving the start"
             )
         if committed is not None and rt.source.is_before(start, committed):
+            at = [
+                e
+                for e in rt.repo.committed_epochs()
+                if (c := rt.repo.checkpoint(e)) is not None
+                and not rt.source.is_before(start, rt.source.decode_offset(c.end_offset))
+                and not rt.source.is_before(rt.source.decode_offset(c.end_offset), start)
+            ]
+            hint = (
+                f"restore_from=checkpoint with epoch={at[-1]}, which ends at these offsets"
+                if at
+                else "restore_from=checkpoint with the epoch to go back to"
+            )
             problems.append(
                 f"offsets: {start.describe()} is behind the committed offsets "
-                f"{committed.describe()}; re-reading committed input would duplicate output, and "
-                "rewinding is not available yet (issue #7)"
+                f"{committed.describe()}; re-reading committed input on top of the committed "
+                f"state and output would count it twice. To replay it, rewind instead ({hint}): "
+                "that restores the state of that point and retracts the output after it"
             )
         if problems:
             raise InvalidRunRequest(rt.name, problems)

@@ -101,6 +101,9 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     for mark in rt.repo.retired_marks():
         if mark < below:
             rt.repo.delete_retired_mark(mark)
+    # no rewind can go below the oldest checkpoint kept: history kept for retraction can go
+    for role in rt.sinks:
+        role.sink.forget_through(min([below, *kept]))
     return report
 
 
@@ -187,6 +190,6 @@ def delete_savepoint(rt: Runtime, name: str) -> Savepoint:
 
 
 def _no_checkpoint(rt: Runtime, epoch: int) -> str:
-    committed = sorted(e for e, names in rt.repo.epochs().items() if "checkpoint.json" in names)
+    committed = rt.repo.committed_epochs()
     have = ", ".join(map(str, committed)) or "none"
     return f"no committed checkpoint {epoch} (retained checkpoints: {have})"

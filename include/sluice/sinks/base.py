@@ -8,6 +8,16 @@ another process and possibly twice at once. ``abort`` removes an attempt's stage
 idempotent too. ``abort_others(epoch, keep)`` is recovery: it removes what dead attempts of an
 epoch left behind. ``write`` is the direct, non-transactional path qos 0 and 1 use. None of
 them may depend on the wall clock.
+
+Rewinds (docs/rewind.md). A sink that sets ``supports_retraction`` can take back the output
+of committed epochs. The first epoch ``r`` of a rewind to epoch ``k`` is prepared with
+``retract_after = k``; its ``commit`` then makes the sink hold again what it held when ``k``
+was the last epoch published (the output of every epoch ``e`` with ``k < e < r`` is gone) and
+publishes ``r``'s rows — atomically where the sink can (one database or Delta transaction),
+idempotently in any case. The engine stages and commits such an epoch at every qos level.
+``retraction_problem(k)`` says, before anything is written, why a rewind to ``k`` cannot be
+retracted (None: it can). ``forget_through(k)`` tells the sink no rewind will go below ``k``
+any more (retention), so history kept for retraction can go.
 """
 
 from __future__ import annotations
@@ -48,6 +58,8 @@ class Prepared:
     files: tuple[StagedFile, ...] = ()
     # sink-specific, JSON-serialisable facts (e.g. a staging table), as sorted (name, value)
     details: tuple[tuple[str, Any], ...] = ()
+    # a rewind's first epoch: commit also retracts the output of the epochs after this one
+    retract_after: int | None = None
 
     def detail(self, name: str, default: Any = None) -> Any:
         return dict(self.details).get(name, default)
@@ -63,6 +75,8 @@ class Prepared:
         }
         if self.details:
             data["details"] = dict(self.details)
+        if self.retract_after is not None:
+            data["retract_after"] = self.retract_after
         return data
 
     @classmethod
@@ -77,6 +91,7 @@ class Prepared:
             int(data["rows"]),
             files,
             details,
+            data.get("retract_after"),
         )
 
 
@@ -84,6 +99,7 @@ class Sink(ABC):
     """A two-phase-commit output (see the module docstring for the guarantees)."""
 
     name: str
+    supports_retraction: bool = False
 
     @abstractmethod
     def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared: ...
@@ -106,3 +122,15 @@ class Sink(ABC):
         prepared = self.prepare(epoch, attempt, df, rows)
         self.commit(prepared)
         return prepared
+
+    def retraction_problem(self, after: int) -> str | None:
+        """Why a rewind to epoch ``after`` cannot be retracted from this sink, or None."""
+        if not self.supports_retraction:
+            return (
+                f"sink {self.name!r} ({type(self).__name__}) cannot retract published output "
+                "(supports_retraction is false)"
+            )
+        return None
+
+    def forget_through(self, epoch: int) -> None:  # noqa: B027 (optional hook)
+        """No rewind will go below ``epoch`` any more; the default keeps nothing extra."""

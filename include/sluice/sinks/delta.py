@@ -43,6 +43,15 @@ writer stalled between its probe and its PUT, or a concurrent commit of anything
 time, or configure a multi-writer LogStore (``S3DynamoDBLogStore``) for the scheme. Local
 paths use rename-based log writes, exclusive across processes.
 
+Retraction (a rewind to epoch k, docs/rewind.md) uses the table's own history: the version
+just before the first commit whose ``txnVersion`` is above k is the table as it was when k
+was published (read from ``_delta_log``). The rewind's first epoch commits that version plus
+its own rows (for upserts: minus the keys it changes) as **one overwrite** carrying its
+transaction id, so the rewound output disappears and the replacement appears in one Delta
+commit. That needs the old version's log and data files: a ``VACUUM`` or log cleanup that
+removed them makes the rewind fail with that version named. Commits to the table by other
+writers after k are overwritten too.
+
 A pipeline whose checkpoints are reset while its Delta table is kept restarts at epoch 1
 below the table's recorded ``txnVersion``: every commit is then skipped. Give it a new
 table path (or pipeline / sink name).
@@ -50,6 +59,8 @@ table path (or pipeline / sink name).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +90,7 @@ STAGING = "_sluice_staging"
 CHANGELOG_COLUMNS = ("_op", "_epoch")
 TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+_LOG_COMMIT = re.compile(r"^_delta_log/(\d{20})\.json$")
 
 
 class DeltaSinkError(SluiceError):
@@ -109,6 +121,8 @@ class DeltaSink(Sink):
     ``spark`` is called only when a session is needed, so a commit can run in a process that
     has not started one yet.
     """
+
+    supports_retraction = True
 
     def __init__(
         self,
@@ -194,12 +208,13 @@ class DeltaSink(Sink):
     def commit(self, prepared: Prepared) -> None:
         """1. skip if the table already holds the epoch, 2. publish the staged rows in one
         Delta commit with the epoch's transaction id, 3. delete the staging. Idempotent."""
-        if prepared.rows == 0:  # an epoch without rows staged nothing and publishes nothing
-            return
+        if prepared.rows == 0 and prepared.retract_after is None:
+            return  # an epoch without rows staged nothing and publishes nothing
         staging = self._staging_of(prepared)
         if not self.committed(prepared.epoch):
             self._publish_once(prepared, staging)
-        self.store.delete_prefix(staging)
+        if prepared.rows:
+            self.store.delete_prefix(staging)
 
     def committed(self, epoch: int) -> bool:
         """Whether the table records ``epoch`` (or a later one) for this sink."""
@@ -210,7 +225,7 @@ class DeltaSink(Sink):
         """Publish; a failure is fine if another commit of the epoch got there first (Delta's
         own txn check refused ours, or the winner deleted the staging while we read it)."""
         try:
-            if not self.store.list(staging):
+            if prepared.rows and not self.store.list(staging):
                 raise StagingMissing(
                     self.pipeline,
                     self.name,
@@ -218,7 +233,9 @@ class DeltaSink(Sink):
                     prepared.attempt,
                     self.store.uri(staging),
                 )
-            if self.spec.mode == "upsert":
+            if prepared.retract_after is not None:
+                self._replace(prepared, staging)
+            elif self.spec.mode == "upsert":
                 self._merge(prepared.epoch, staging)
             else:
                 self._append(prepared.epoch, staging)
@@ -274,6 +291,83 @@ class DeltaSink(Sink):
         finally:
             session.conf.unset(TXN_APP_ID_CONF)
             session.conf.unset(TXN_VERSION_CONF)
+
+    # -- retraction (rewinds) -------------------------------------------------------------------
+
+    def _replace(self, prepared: Prepared, staging: str) -> None:
+        """The first epoch of a rewind: one overwrite commit of the table as it was when
+        ``retract_after`` was published, plus this epoch's rows, with this epoch's txn id."""
+        from delta.tables import DeltaTable
+
+        assert prepared.retract_after is not None
+        spark = self._spark()
+        version = self.version_at(prepared.retract_after)
+        if version is None:  # nothing published after the rewind's epoch: a plain commit
+            if prepared.rows:
+                if self.spec.mode == "upsert":
+                    self._merge(prepared.epoch, staging)
+                else:
+                    self._append(prepared.epoch, staging)
+            return
+        if version < 0:  # the table began after the rewind's epoch: it held nothing then
+            base = None
+        else:
+            base = spark.read.format("delta").option("versionAsOf", version).load(self.table_uri)
+        result = base
+        if prepared.rows:
+            staged = spark.read.parquet(self._staging_uri(staging))
+            if self.spec.mode == "upsert":
+                keys = list(self.spec.keys)
+                upserts = staged.where("_op = 'upsert'").drop(*CHANGELOG_COLUMNS)
+                if base is not None:
+                    on = [base[k].eqNullSafe(staged[k]) for k in keys]
+                    kept = base.join(staged.select(*keys), on, "left_anti")
+                    upserts = kept.unionByName(upserts.select(*base.columns))
+                result = upserts
+            else:
+                result = staged if base is None else base.unionByName(staged.select(*base.columns))
+        if result is None:  # nothing before, nothing now: an empty table of the same schema
+            current = DeltaTable.forPath(spark, self.table_uri).toDF()
+            result = spark.createDataFrame([], current.schema)
+        writer = (
+            result.write.format("delta")
+            .mode("overwrite")
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", str(prepared.epoch))
+        )
+        if self.spec.partition_by:
+            writer = writer.partitionBy(*self.spec.partition_by)
+        writer.save(self.table_uri)
+
+    def version_at(self, epoch: int) -> int | None:
+        """The table version that held exactly what was published up to ``epoch``: the one
+        before the first commit with our ``txnVersion`` above it (-1: before the table
+        existed); None when no such commit exists (nothing to retract). Read from
+        ``_delta_log``; raises :class:`DeltaSinkError` when that history is gone."""
+        commits = sorted(
+            (int(m.group(1)), i.key)
+            for i in self.store.list("_delta_log/")
+            if (m := _LOG_COMMIT.match(i.key))
+        )
+        for version, key in commits:
+            for line in self.store.get(key).decode().splitlines():
+                txn = json.loads(line).get("txn") if line.strip() else None
+                if txn and txn.get("appId") == self.app_id and int(txn["version"]) > epoch:
+                    if version > 0 and commits[0][0] > version - 1:
+                        raise DeltaSinkError(
+                            f"pipeline {self.pipeline}, sink {self.name}: the Delta log of "
+                            f"{self.store.uri()} no longer has version {version - 1} (the "
+                            f"table as of epoch {epoch}); its output cannot be retracted"
+                        )
+                    return version - 1
+        return None
+
+    def retraction_problem(self, after: int) -> str | None:
+        try:
+            self.version_at(after)
+        except DeltaSinkError as exc:
+            return str(exc)
+        return None
 
     def _ensure_table(self, spark: SparkSession, schema: StructType) -> None:
         """Create the (empty) upsert table if missing; losing a creation race is fine."""

@@ -16,12 +16,18 @@ of past epochs.
 With ``mode: upsert`` the committed files are a changelog: every row has ``_op`` (``upsert`` /
 ``delete``) and ``_epoch``; :func:`read_upsert` resolves it to the current table (per key, the
 row of the highest epoch, unless that row is a delete).
+
+Retraction (a rewind, docs/rewind.md) deletes the committed files of the rewound epochs: their
+names carry the epoch (``part-<first>-<last>-c<n>`` for compacted files), so a re-run deletes
+nothing more. An upsert sink's changelog then resolves to the table as it was. A compacted
+file that holds epochs on both sides of the rewind cannot be split: the rewind is refused.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -48,9 +54,13 @@ STAGING = "_staging"
 ROWS_PER_FILE = 1_000_000
 EXTENSIONS = {"parquet": (".parquet", ".parquet"), "jsonl": (".json", ".jsonl")}
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the folder value Spark writes for a null
+# part-<epoch>-<n>.<ext>, or a compacted part-<first>-<last>-c<n>.<ext>
+_PART = re.compile(r"(?:^|/)part-(\d{12})-(?:(\d{12})-c)?\d{5}\.[a-z]+$")
 
 
 class FilesSink(Sink):
+    supports_retraction = True
+
     def __init__(self, spec: SinkSpec, store: ObjectStore) -> None:
         self.name = spec.name
         self.spec = spec
@@ -103,6 +113,8 @@ class FilesSink(Sink):
             ).option("compression", "none").json(target)
 
     def commit(self, prepared: Prepared) -> None:
+        if prepared.retract_after is not None:
+            self.retract(prepared.retract_after, prepared.epoch)
         for staged in prepared.files:
             self.store.move(staged.staged_key, staged.final_key)
         self.store.delete_prefix(self.staging_prefix(prepared.epoch, prepared.attempt))
@@ -125,6 +137,33 @@ class FilesSink(Sink):
     def committed_keys(self) -> list[str]:
         """Keys of the committed files (what a reader of the sink path sees)."""
         return committed_keys(self.store)
+
+    def retract(self, after: int, before: int) -> None:
+        """Delete the committed files of the epochs between ``after`` and ``before``."""
+        for key, first, last in _epoch_files(self.store):
+            if after < first and last < before:
+                self.store.delete(key)
+
+    def retraction_problem(self, after: int) -> str | None:
+        spanning = sorted(k for k, first, last in _epoch_files(self.store) if first <= after < last)
+        if spanning:
+            return (
+                f"sink {self.name!r}: the compacted file {spanning[0]} in {self.store.uri()} holds "
+                f"epochs on both sides of {after}, so their output cannot be retracted apart "
+                "(rewind to an epoch outside the compacted ranges)"
+            )
+        return None
+
+
+def _epoch_files(store: ObjectStore) -> list[tuple[str, int, int]]:
+    """(key, first epoch, last epoch) of every committed part file."""
+    found = []
+    for key in committed_keys(store):
+        match = _PART.search(key)
+        if match:
+            first = int(match.group(1))
+            found.append((key, first, int(match.group(2) or first)))
+    return found
 
 
 def _final_key(relative: str, epoch: int, n: int, ext: str) -> str:

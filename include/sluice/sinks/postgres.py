@@ -26,12 +26,20 @@ epoch without rows stages nothing; its commit still records the fence row, so ev
 committed epoch has one. ``committed_at`` is the database's ``now()``: the sink never reads
 the wall clock. The connection URI's password goes to psycopg2 and to Spark's JDBC
 properties only; messages and :class:`Prepared` carry :meth:`PostgresUrl.redacted`.
+
+Retraction (a rewind, docs/rewind.md). Append targets have a ``_sluice_epoch`` column (the
+epoch that wrote the row), so retracting epochs is one ``DELETE``. Upsert targets have an undo
+table ``sluice.undo_<hash>``: each commit first records, for every key it touches, the row as
+it was before (or that the key was absent). Retracting the epochs after ``k`` puts back, per
+key, the image recorded by the earliest of them, and deletes their undo rows. Inside a
+commit this runs in the fence's transaction, so the rewound output disappears exactly when the
+replacement appears. Retention forgets undo rows no retained checkpoint can need.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,6 +72,8 @@ FENCE_SCHEMA = "sluice"
 FENCE_TABLE = f"{FENCE_SCHEMA}.commits"
 STAGING_SCHEMA = "sluice_staging"
 CHANGELOG_COLUMNS = ("_op", "_epoch")
+EPOCH_COLUMN = "_sluice_epoch"  # append targets: the epoch that wrote the row
+_EXISTED = "_sluice_existed"  # undo tables: whether the key had a row before the epoch
 _FENCE = sql.Identifier(FENCE_SCHEMA, "commits")
 _DDL_LOCK = 0x5C_0CE_DD1  # pg_advisory_xact_lock key: concurrent CREATE … IF NOT EXISTS races
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
@@ -208,6 +218,11 @@ def staging_prefix(pipeline: str, sink: str | None = None, epoch: int | None = N
     return prefix
 
 
+def undo_name(pipeline: str, sink: str) -> str:
+    """The undo table of an upsert sink, in the fence's schema."""
+    return f"undo_{_digest(pipeline, sink)[:16]}"
+
+
 def staging_name(pipeline: str, sink: str, epoch: int, attempt: str) -> str:
     """At most 56 characters of ``[a-z0-9_]`` (PostgreSQL allows 63)."""
     return staging_prefix(pipeline, sink, epoch) + _digest(pipeline, sink, epoch, attempt)[:12]
@@ -251,6 +266,8 @@ def pg_type(column: str, dtype: DataType) -> str:
 class PostgresSink(Sink):
     """Writes ``spec.table`` through ``url``; see the module docstring for the protocol."""
 
+    supports_retraction = True
+
     def __init__(self, spec: SinkSpec, url: str, pipeline: str) -> None:
         if not spec.table:
             raise PostgresSinkError(f"pipeline {pipeline}, sink {spec.name}: no table")
@@ -272,6 +289,10 @@ class PostgresSink(Sink):
     @property
     def _target(self) -> sql.Identifier:
         return sql.Identifier(self.schema, self.table)
+
+    @property
+    def _undo(self) -> sql.Identifier:
+        return sql.Identifier(FENCE_SCHEMA, undo_name(self.pipeline, self.name))
 
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
@@ -309,6 +330,7 @@ class PostgresSink(Sink):
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
                 _create_schema(cur, self.schema)
                 cur.execute(self._create_target(columns))
+            self._ensure_bookkeeping(cur)
             existing = set(_columns(cur, self.schema, self.table))
         absent = [c for c, _ in columns if c not in existing]
         if absent:
@@ -317,8 +339,38 @@ class PostgresSink(Sink):
                 f"columns {absent}; add them or write to a new table"
             )
 
+    def _ensure_bookkeeping(self, cur: Any) -> None:
+        """What retraction needs: an append target's epoch column, an upsert's undo table."""
+        if self.spec.mode == "append":
+            if EPOCH_COLUMN not in _columns(cur, self.schema, self.table):
+                cur.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} bigint").format(
+                        self._target, sql.Identifier(EPOCH_COLUMN)
+                    )
+                )
+            return
+        if _exists(cur, FENCE_SCHEMA, undo_name(self.pipeline, self.name)):
+            return
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+        cur.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {u} (LIKE {t}); "
+                "ALTER TABLE {u} ADD COLUMN IF NOT EXISTS {e} bigint NOT NULL DEFAULT 0, "
+                "ADD COLUMN IF NOT EXISTS {x} boolean NOT NULL DEFAULT true; "
+                "CREATE INDEX IF NOT EXISTS {i} ON {u} ({e})"
+            ).format(
+                u=self._undo, t=self._target, e=sql.Identifier(EPOCH_COLUMN),
+                x=sql.Identifier(_EXISTED),
+                i=sql.Identifier(undo_name(self.pipeline, self.name) + "_epoch"),
+            )
+        )  # fmt: skip
+        comment = f"sluice undo log (rewinds): pipeline {self.pipeline}, sink {self.name}"
+        cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(self._undo, sql.Literal(comment)))
+
     def _create_target(self, columns: list[tuple[str, str]]) -> sql.Composed:
         defs = [sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns]
+        if self.spec.mode == "append":
+            defs.append(sql.SQL("{} bigint").format(sql.Identifier(EPOCH_COLUMN)))
         if self.spec.mode == "upsert":
             keys = sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))
             defs.append(sql.SQL("PRIMARY KEY ({})").format(keys))
@@ -394,6 +446,8 @@ class PostgresSink(Sink):
                 _ensure_fence(cur)
             with conn, conn.cursor() as cur:
                 if self._insert_fence(cur, prepared):
+                    if prepared.retract_after is not None:
+                        self._retract(cur, prepared.retract_after, prepared.epoch)
                     self._publish(cur, prepared, staging)
             if staging:
                 _drop(conn, staging)
@@ -422,15 +476,17 @@ class PostgresSink(Sink):
         cols = sql.SQL(", ").join(map(sql.Identifier, columns))
         if self.spec.mode == "append":
             cur.execute(
-                sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(
-                    self._target, cols, cols, source
-                )
+                sql.SQL("INSERT INTO {} ({}, {}) SELECT {}, %s FROM {}").format(
+                    self._target, cols, sql.Identifier(EPOCH_COLUMN), cols, source
+                ),
+                (prepared.epoch,),
             )
             return
         keys = self.spec.keys
         match = sql.SQL(" AND ").join(
             sql.SQL("t.{k} = s.{k}").format(k=sql.Identifier(k)) for k in keys
         )
+        self._record_undo(cur, prepared.epoch, source, match)
         cur.execute(
             sql.SQL("DELETE FROM {} t USING {} s WHERE s._op = 'delete' AND {}").format(
                 self._target, source, match
@@ -454,6 +510,90 @@ class PostgresSink(Sink):
                 sql.SQL(", ").join(map(sql.Identifier, keys)), action,
             )
         )  # fmt: skip
+
+    # -- retraction (rewinds) -------------------------------------------------------------------
+
+    def _record_undo(
+        self, cur: Any, epoch: int, source: sql.Identifier, match: sql.Composable
+    ) -> None:
+        """Before an upsert epoch changes the target: the rows it touches as they are, and the
+        keys it touches that have no row."""
+        self._ensure_bookkeeping(cur)
+        target_cols = _columns(cur, self.schema, self.table)
+        cols = sql.SQL(", ").join(map(sql.Identifier, target_cols))
+        t_cols = _prefixed("t", target_cols)
+        keys = sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))
+        s_keys = _prefixed("s", self.spec.keys)
+        marks = sql.SQL("{}, {}").format(sql.Identifier(EPOCH_COLUMN), sql.Identifier(_EXISTED))
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {u} ({cols}, {marks}) SELECT {t_cols}, %s, true FROM {t} t "
+                "WHERE EXISTS (SELECT 1 FROM {s} s WHERE {m})"
+            ).format(u=self._undo, cols=cols, marks=marks, t_cols=t_cols, t=self._target,
+                     s=source, m=match),
+            (epoch,),
+        )  # fmt: skip
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {u} ({keys}, {marks}) SELECT DISTINCT {s_keys}, %s, false FROM {s} s "
+                "WHERE NOT EXISTS (SELECT 1 FROM {t} t WHERE {m})"
+            ).format(u=self._undo, keys=keys, marks=marks, s_keys=s_keys, s=source,
+                     t=self._target, m=match),
+            (epoch,),
+        )  # fmt: skip
+
+    def _retract(self, cur: Any, after: int, before: int) -> None:
+        """Inside the caller's transaction: the target as it was when ``after`` was the last
+        epoch published, as far as the epochs between ``after`` and ``before`` changed it."""
+        epoch = sql.Identifier(EPOCH_COLUMN)
+        if not _exists(cur, self.schema, self.table):
+            return
+        self._ensure_bookkeeping(cur)
+        if self.spec.mode == "append":
+            cur.execute(
+                sql.SQL("DELETE FROM {} WHERE {e} > %s AND {e} < %s").format(self._target, e=epoch),
+                (after, before),
+            )
+            return
+        keys = sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))
+        match = sql.SQL(" AND ").join(
+            sql.SQL("t.{k} = u.{k}").format(k=sql.Identifier(k)) for k in self.spec.keys
+        )
+        target_cols = _columns(cur, self.schema, self.table)
+        cols = sql.SQL(", ").join(map(sql.Identifier, target_cols))
+        first = sql.SQL(
+            "(SELECT DISTINCT ON ({keys}) * FROM {u} WHERE {e} > %s AND {e} < %s "
+            "ORDER BY {keys}, {e})"
+        ).format(keys=keys, u=self._undo, e=epoch)
+        cur.execute(
+            sql.SQL("DELETE FROM {t} t USING {first} u WHERE {m}").format(
+                t=self._target, first=first, m=match
+            ),
+            (after, before),
+        )
+        cur.execute(
+            sql.SQL("INSERT INTO {t} ({cols}) SELECT {cols} FROM {first} u WHERE u.{x}").format(
+                t=self._target, cols=cols, first=first, x=sql.Identifier(_EXISTED)
+            ),
+            (after, before),
+        )
+        cur.execute(
+            sql.SQL("DELETE FROM {} WHERE {e} > %s AND {e} < %s").format(self._undo, e=epoch),
+            (after, before),
+        )
+
+    def forget_through(self, epoch: int) -> None:
+        """No rewind will go below ``epoch`` any more: drop the undo rows it cannot need."""
+        if self.spec.mode != "upsert":
+            return
+        with _connect(self._url) as conn, conn, conn.cursor() as cur:
+            if _exists(cur, FENCE_SCHEMA, undo_name(self.pipeline, self.name)):
+                cur.execute(
+                    sql.SQL("DELETE FROM {} WHERE {} <= %s").format(
+                        self._undo, sql.Identifier(EPOCH_COLUMN)
+                    ),
+                    (epoch,),
+                )
 
     # -- abort, recovery, direct writes ---------------------------------------------------------
 
@@ -479,10 +619,13 @@ class PostgresSink(Sink):
         sinks stage and commit, which a replay cannot duplicate."""
         if self.spec.mode == "upsert":
             return super().write(epoch, attempt, df, rows)
+        from pyspark.sql import functions as F
+
         df = df.drop(*CHANGELOG_COLUMNS)
         self._ensure_tables(df)
         if rows > 0:
-            self._spark_write(df, f"{self.schema}.{self.table}", "append", epoch, attempt)
+            tagged = df.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("bigint"))
+            self._spark_write(tagged, f"{self.schema}.{self.table}", "append", epoch, attempt)
         details = (("table", f"{self.schema}.{self.table}"),)
         return Prepared(self.name, self.uri, epoch, attempt, rows, details=details)
 
@@ -539,6 +682,13 @@ def _ensure_fence(cur: Any) -> None:
     )
 
 
+def _prefixed(alias: str, columns: Sequence[str]) -> sql.Composed:
+    """``alias.c1, alias.c2, ...``"""
+    return sql.SQL(", ").join(
+        sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns
+    )
+
+
 def _has_schema(cur: Any, schema: str) -> bool:
     cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
     return cur.fetchone() is not None
@@ -572,10 +722,11 @@ def _staging_names(cur: Any, prefix: str) -> list[str]:
 # -- readers (tests, the crash matrix, operators) -----------------------------------------------
 
 
-def read_table(url: str, table: str) -> list[dict[str, Any]]:
+def read_table(url: str, table: str, *, bookkeeping: bool = False) -> list[dict[str, Any]]:
     """Every row of ``[schema.]table`` as dicts, in no particular order; timestamps come back
     in UTC. Empty when the table does not exist (yet: the sink creates it at the first
-    prepare)."""
+    prepare). The ``_sluice_epoch`` column of append targets is left out unless
+    ``bookkeeping``."""
     parsed = PostgresUrl.parse(url)
     schema, name = split_table(table)
     with _connect(parsed) as conn, conn, conn.cursor() as cur:
@@ -583,7 +734,11 @@ def read_table(url: str, table: str) -> list[dict[str, Any]]:
             return []
         cur.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, name)))
         columns = [d[0] for d in cur.description]
-        return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+        rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    if not bookkeeping:
+        for row in rows:
+            row.pop(EPOCH_COLUMN, None)
+    return rows
 
 
 def staging_tables(

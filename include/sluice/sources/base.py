@@ -107,6 +107,12 @@ class Source(ABC):
         progress bars use it."""
         return None
 
+    def missing_units(self, rng: SourceRange) -> list[str]:
+        """What ``rng`` read that the source no longer has (deleted files, offsets past the
+        broker's retention), described for a person; a rewind that would replay it is
+        refused unless the request allows skipping it. Default: nothing is ever missing."""
+        return []
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back

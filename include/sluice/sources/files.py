@@ -175,6 +175,11 @@ class FilesSource(Source):
         after = None if start.after_key is None else self.order(start.after_key)
         return sum(1 for k in self.list_keys() if after is None or self.order(k) > after)
 
+    def missing_units(self, rng: SourceRange) -> list[str]:
+        assert isinstance(rng, FilesRange)
+        existing = set(self.list_keys())
+        return [k for k in rng.files if k not in existing]
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         assert isinstance(rng, FilesRange)
         return rng.waiting
