@@ -148,13 +148,17 @@ def _spark(rt: Any) -> Any:
 def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     """``sluice run --restore-from ...``: check the request like a trigger's conf, then plan
     the first epoch with it (the run then goes on from there)."""
-    from sluice.protocol import RunRequest, plan_epoch
+    from sluice.protocol import InvalidRunRequest, RunRequest, plan_epoch
 
+    try:
+        offsets = json.loads(args.offsets) if args.offsets else None
+    except ValueError as exc:
+        raise InvalidRunRequest(rt.name, [f"--offsets: not JSON ({exc})"]) from exc
     conf = {
         "restore_from": args.restore_from,
         "epoch": args.epoch,
         "savepoint": args.savepoint,
-        "offsets": json.loads(args.offsets) if args.offsets else None,
+        "offsets": offsets,
         "on_missing_offsets": args.on_missing_offsets,
         "allow_state_drop": args.allow_state_drop,
     }

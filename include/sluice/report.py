@@ -124,10 +124,16 @@ def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:
     named: dict[int, list[str]] = {}
     for savepoint in rt.repo.savepoints():
         named.setdefault(savepoint.epoch, []).append(savepoint.name)
+    rewinds = rt.repo.rewinds()
+    rewound = rt.repo.rewound()
     for epoch, names in sorted(rt.repo.epochs().items()):
         row = _epoch_row(rt, epoch, names)
         if epoch in named:
             row["savepoints"] = named[epoch]
+        if epoch in rewinds:
+            row["rewinds_to"] = rewinds[epoch]
+        if epoch in rewound:
+            row["rewound_by"] = rewound[epoch]
         rows.append(row)
     return rows
 
@@ -227,6 +233,10 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
         saved = f" [cyan](savepoint {', '.join(r['savepoints'])})[/]" if r.get("savepoints") else ""
+        if r.get("rewinds_to") is not None:
+            saved += f" [magenta](rewind to {r['rewinds_to']})[/]"
+        if r.get("rewound_by") is not None:
+            saved += f" [dim](retracted by {r['rewound_by']})[/]"
         table.add_row(
             str(r["epoch"]),
             r["status"] + ok + saved,

@@ -4,7 +4,8 @@ Runs are triggered through the REST API with conf, as the UI's trigger form does
 (SIGKILL) injected in ``commit`` of epoch 2 makes Airflow retry only ``commit``, which
 finishes the commit without reprocessing; the output is still exactly the reference. Bad conf
 is refused (at trigger time when its shape is wrong, by ``plan`` when it names a checkpoint
-that does not exist) and writes nothing.
+that does not exist) and writes nothing. A rewind triggered with ``restore_from=checkpoint``
+of epoch 1 replays the rest, and the output is the reference again.
 """
 
 from __future__ import annotations
@@ -105,3 +106,25 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     saved = rt.repo.savepoint("before-v2")
     assert saved is not None and saved.epoch == latest and run_id in saved.note
     assert server.task_instances(DAG_ID, run_id)["process"]["state"] == "skipped"
+
+    # A rewind from the trigger form: back to checkpoint 1, then the rest of the input. The
+    # rewind's commit retracted what epochs 2.. wrote, so the output is exactly the reference.
+    r = server.trigger(DAG_ID, {"restore_from": "checkpoint", "epoch": 1})
+    assert r.status_code == 200, r.text
+    run_id = r.json()["dag_run_id"]
+    assert server.wait_run(DAG_ID, run_id) == "success", server.logs()
+    rewind = rt.repo.checkpoint(latest + 1)
+    assert rewind is not None and rewind.run_id == run_id
+    assert rewind.plan.restored_from is not None
+    assert rewind.plan.restored_from["retract_after"] == 1
+    assert rewind.plan.restored_from["rewound"] == list(range(2, latest + 1))
+    assert rewind.plan.start_offset == rt.repo.checkpoint(1).end_offset  # type: ignore[union-attr]
+    for _ in range(len(FILES)):
+        r = server.trigger(DAG_ID, {})
+        assert server.wait_run(DAG_ID, r.json()["dag_run_id"]) == "success", server.logs()
+        if server.task_instances(DAG_ID, r.json()["dag_run_id"])["process"]["state"] == "skipped":
+            break
+    results = committed_rows(spec, "out")
+    assert compare_rows(results, REFERENCE.emitted, keys=["user", "window_start"]) == []
+    dead = [(r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")]
+    assert sorted(dead) == sorted(REFERENCE.dead)

@@ -231,10 +231,13 @@ def test_run_requests_for_savepoints(spark: Any, local_workspace: Any) -> None:
     assert problems({"restore_from": "savepoint", "savepoint": "nope"}) == [
         "savepoint: no savepoint 'nope' (savepoints: at-2, at-3)"
     ]
-    older = problems({"restore_from": "savepoint", "savepoint": "at-2"})[0]
-    assert older.startswith(
-        "savepoint: restoring savepoint 'at-2' (epoch 2) would replay epochs 3..3"
-    )
+    # the savepoint of an older checkpoint: a rewind (tests/protocol/test_rewind.py)
+    older = RunRequest.from_conf(rt.name, {"restore_from": "savepoint", "savepoint": "at-2"})
+    options = older.resolve(rt)
+    assert options.rewind_to == 2
+    assert options.restored_from == {
+        "kind": "savepoint", "epoch": 2, "retract_after": 2, "rewound": [3], "savepoint": "at-2"
+    }  # fmt: skip
     # the savepoint of the latest checkpoint: continue from it
     request = RunRequest.from_conf(rt.name, {"restore_from": "savepoint", "savepoint": "at-3"})
     assert request.resolve(rt).start is None

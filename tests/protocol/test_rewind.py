@@ -1,4 +1,4 @@
-"""Rewinds (issue #7 part 3, docs/rewind.md) with the files sinks, in-process, on disk and S3.
+"""Rewinds (issue #7 part 3, docs/rewind.md) with the files sinks, in-process.
 
 The click pipeline runs one file per epoch. A rewind to epoch k plans the next epoch from
 checkpoint k (offsets, watermark, state); its commit retracts the output of the epochs after k
@@ -27,9 +27,11 @@ from sluice.sinks.compaction import compact
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import (
+    LOCAL_NOW_S3_SLOW,
     click_reference,
     click_spec_dict,
     committed_rows,
+    new_workspace,
     runtime,
     staged_keys,
 )
@@ -63,6 +65,12 @@ def _check(spec: Any, files: list[tuple[str, bytes]]) -> None:
                   committed_rows(spec, "dead_letters"))  # fmt: skip
     assert dead == sorted((f.rsplit("/", 1)[-1], n) for f, n, _ in want.dead)
     assert staged_keys(spec) == []
+
+
+@pytest.fixture(params=LOCAL_NOW_S3_SLOW)
+def workspace(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """S3 only in make chaos: tests/faults/test_rewind_sinks.py rewinds on S3 in make test."""
+    return new_workspace(request, tmp_path)
 
 
 def test_rewind_retracts_then_replays_to_the_uninterrupted_output(
