@@ -113,8 +113,16 @@ def run_with_progress(
 
 
 def _pending_units(rt: Runtime) -> int | None:
+    """Units after the next epoch's start: its stored plan's (a rewind starts further back),
+    else the latest checkpoint's end."""
     latest = rt.repo.latest_checkpoint()
-    start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
+    planned = rt.repo.plan((latest.epoch if latest else 0) + 1)
+    if planned is not None:
+        start = rt.source.decode_offset(planned.start_offset)
+    elif latest is not None:
+        start = rt.source.decode_offset(latest.end_offset)
+    else:
+        start = rt.source.initial_offset()
     return rt.source.pending_units(start)
 
 
