@@ -98,6 +98,10 @@ def _source(spec: PipelineSpec, repo: Repository) -> Source:
         return source
     if spec.source.type == "nexmark":
         return NexmarkSource(spec.source)
+    if spec.source.type == "kafka":
+        from sluice.sources.kafka import KafkaSource
+
+        return KafkaSource(spec.source, required=(spec.event_time.column,))
     return FilesSource(
         spec.source,
         open_store(spec.source.path, s3=spec.s3),

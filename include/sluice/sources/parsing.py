@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["parse_csv_lines", "parse_json_lines", "parse_parquet"]
+__all__ = ["parse_csv_lines", "parse_json_frame", "parse_json_lines", "parse_parquet"]
 
 Index = list[tuple[str, str, int]]  # (path as Spark reports it, file key, position)
 Schema = tuple[tuple[str, str], ...]
@@ -47,6 +47,32 @@ def parse_json_lines(
     lines = _lines(spark, index).withColumn("_j", parsed)
     malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
     return _typed(lines, schema, required, malformed, "not a JSON object")
+
+
+def parse_json_frame(
+    frame: DataFrame,
+    schema: Schema,
+    required: tuple[str, ...],
+    overrides: dict[str, Column] | None = None,
+    keep: tuple[str, ...] = ("_kp",),
+) -> DataFrame:
+    """JSON records already in a frame (``_file``, ``_major``, ``_line``, ``_raw``; e.g. Kafka
+    values). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
+    timestamp) instead of the JSON; ``keep`` columns of ``frame`` are passed through."""
+    text_schema = _text_schema(schema)
+    parsed = F.from_json(
+        "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    )
+    lines = frame.withColumn("_j", parsed)
+    lines = lines.withColumn("_bad", F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull())
+    if overrides:
+        fields = [
+            overrides[c].alias(c) if c in overrides else F.col(f"_j.`{c}`").alias(c)
+            for c, _ in schema
+        ]
+        lines = lines.withColumn("_j", F.struct(*fields))
+    keep = tuple(c for c in keep if c in frame.columns)
+    return _typed(lines, schema, required, F.col("_bad"), "not a JSON object", keep)
 
 
 def parse_csv_lines(
@@ -115,6 +141,7 @@ def _typed(
     required: tuple[str, ...],
     malformed: Column,
     malformed_reason: str,
+    keep: tuple[str, ...] = (),
 ) -> DataFrame:
     """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
     typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
@@ -134,6 +161,7 @@ def _typed(
         "_raw",
         F.coalesce(*checks).alias("_error"),
         *[typed[c].alias(c) for c, _ in schema],
+        *keep,
     )
 
 

@@ -84,6 +84,18 @@ _SINK_FIELDS = {  # which settings each sink type takes (besides name, type and 
 # a user-defined source or sink: ``package.module:Class`` (docs/extending.md)
 _CLASS_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 _PLUGIN_SOURCE = {"type", "schema", "options"}
+_KAFKA_SOURCE = {
+    "type",
+    "topics",
+    "bootstrap_servers",
+    "format",
+    "schema",
+    "metadata",
+    "max_records_per_epoch",
+    "on_missing_offsets",
+    "kafka",
+}
+_KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 _PLUGIN_SINK = {"name", "type", "mode", "options"}
 _PLUGIN_HINT = "or a class of your own, module:Class (docs/extending.md)"
 _TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
@@ -335,6 +347,8 @@ class _Checker:
     def source(self, value: Any) -> SourceSpec | None:
         if isinstance(value, dict) and value.get("type") == "nexmark":
             return self.nexmark_source(value)
+        if isinstance(value, dict) and value.get("type") == "kafka":
+            return self.kafka_source(value)
         if isinstance(value, dict) and _names_class(value.get("type")):
             return self.plugin_source(value)
         data = self.mapping(value, "source", _SOURCE) if value is not None else None
@@ -342,7 +356,7 @@ class _Checker:
             if value is None:
                 self.add("source", "is required", "add a files source (see README 'Spec')")
             return None
-        kind = self.string(data, "type", "source", ("files", "nexmark"), hint=_PLUGIN_HINT)
+        kind = self.string(data, "type", "source", ("files", "nexmark", "kafka"), hint=_PLUGIN_HINT)
         path = self.string(data, "path", "source")
         fmt = self.string(data, "format", "source", ("jsonl", "csv", "parquet"))
         schema = self.schema(data.get("schema"))
@@ -445,6 +459,68 @@ class _Checker:
             partitions=partitions or 1,
             first_event=first,
             generator=generator,
+        )
+
+    def kafka_source(self, value: dict[str, Any]) -> SourceSpec | None:
+        """``type: kafka``: topics on a broker, JSON values (docs/kafka.md)."""
+        data = self.mapping(value, "source", _KAFKA_SOURCE) or {}
+        topics = data.get("topics")
+        if isinstance(topics, str):
+            topics = [topics]
+        if (
+            not isinstance(topics, list)
+            or not topics
+            or not all(isinstance(t, str) and t for t in topics)
+        ):
+            self.add("source.topics", f"{topics!r} is not a topic or a list of topics",
+                     "e.g. topics: [clicks]")  # fmt: skip
+            topics = None
+        servers = data.get("bootstrap_servers")
+        if not isinstance(servers, str) or not servers:
+            self.add("source.bootstrap_servers", f"{servers!r} is not host:port[,host:port]",
+                     "e.g. bootstrap_servers: 127.0.0.1:9092")  # fmt: skip
+            servers = None
+        self.string(data, "format", "source", ("jsonl",), default="jsonl")
+        schema = self.schema(data.get("schema"))
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            self.add("source.metadata", f"expected a mapping, got {_kind(metadata)}",
+                     "e.g. {ts: timestamp, user: key}")  # fmt: skip
+            metadata = {}
+        for column, field in metadata.items():
+            where = f"source.metadata.{column}"
+            if schema is not None and column not in dict(schema):
+                self.add(where, "is not a column of source.schema", "declare it in the schema")
+            valid = isinstance(field, str) and (
+                field in _KAFKA_METADATA or (field.startswith("header:") and len(field) > 7)
+            )
+            if not valid:
+                self.add(where, f"{field!r} is not a Kafka record field",
+                         f"one of {list(_KAFKA_METADATA)} or header:<name>")  # fmt: skip
+        per_epoch = self.positive_int(data, "max_records_per_epoch", "source", None)
+        missing = self.string(
+            data, "on_missing_offsets", "source", ("fail", "earliest"), default="fail"
+        )
+        settings = data.get("kafka") or {}
+        if not isinstance(settings, dict) or not all(
+            isinstance(k, str) and isinstance(v, str | int | bool) for k, v in settings.items()
+        ):
+            self.add("source.kafka", "expected a mapping of Kafka client settings",
+                     "e.g. {security.protocol: SASL_SSL}")  # fmt: skip
+            settings = {}
+        if topics is None or servers is None or schema is None or missing is None:
+            return None
+        from sluice.sources.kafka import kafka_source_spec
+
+        text = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items()}
+        return kafka_source_spec(
+            topics,
+            servers,
+            schema,
+            metadata=metadata,
+            max_records_per_epoch=per_epoch,
+            on_missing_offsets=missing,
+            kafka=text,
         )
 
     def nexmark_generator(self, value: Any) -> dict[str, Any] | None:

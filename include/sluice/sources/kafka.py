@@ -1,0 +1,431 @@
+"""The ``kafka`` source: per-(topic, partition) offsets against a real broker (docs/kafka.md).
+
+The offset is ``{topic: {partition: next offset}}``. A plan stores, per partition, the exact
+``[start, end)`` it covers; ``read`` asks Spark's batch Kafka reader for exactly that range
+(``assign`` + ``startingOffsets`` / ``endingOffsets`` JSON, ``failOnDataLoss``), so a replay
+reads the same records. Planning talks to the broker directly (``confluent-kafka``), without
+Spark:
+
+* partitions of the topics are listed at every plan; a partition not in the start offset is
+  new and is read from its earliest offset; a topic or partition that disappeared is an error;
+* a start offset below the partition's earliest retained offset (the broker deleted records
+  the pipeline has not read) fails with the topic, partition and the missing range, unless
+  ``on_missing_offsets: earliest`` — then the range starts at the earliest offset and the plan
+  records the gap (``gaps``); nothing is ever skipped silently;
+* ``max_records_per_epoch`` is spread over the partitions with input (each gets an equal
+  share, what one does not need goes to the others).
+
+Positions: a record of partition ``p`` of topic ``t`` is in source partition ``"t:p"`` at
+``(_major=0, _line=offset)``; ``_file`` is ``kafka://t/p``, so dead letters name the topic,
+partition and offset. The value is JSON (``format: jsonl``) whose fields are the schema's
+columns; ``metadata`` maps schema columns to the record's ``key``, ``timestamp``, ``topic``,
+``partition``, ``offset`` or ``header:<name>`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sluice.exceptions import SluiceError
+from sluice.sources.base import Offset, Source, SourceRange
+from sluice.spec.model import SourceSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "KafkaOffset",
+    "KafkaOffsetsGone",
+    "KafkaRange",
+    "KafkaSource",
+    "KafkaSourceError",
+    "kafka_source_spec",
+    "spread",
+]
+
+Partitions = dict[str, dict[int, int]]  # topic -> partition -> offset
+METADATA = ("key", "timestamp", "topic", "partition", "offset")
+_TIMEOUT_S = 30.0
+
+
+def kafka_source_spec(
+    topics: list[str],
+    bootstrap_servers: str,
+    schema: tuple[tuple[str, str], ...],
+    *,
+    metadata: Mapping[str, str] | None = None,
+    max_records_per_epoch: int | None = None,
+    on_missing_offsets: str = "fail",
+    kafka: Mapping[str, str] | None = None,
+) -> SourceSpec:
+    """The :class:`SourceSpec` of a kafka source (what the spec loader builds)."""
+    options: dict[str, Any] = {
+        "topics": tuple(topics),
+        "bootstrap_servers": bootstrap_servers,
+        "on_missing_offsets": on_missing_offsets,
+        "metadata": tuple(sorted((metadata or {}).items())),
+        "kafka": tuple(sorted((kafka or {}).items())),
+    }
+    if max_records_per_epoch is not None:
+        options["max_records_per_epoch"] = max_records_per_epoch
+    return SourceSpec(
+        type="kafka",
+        path=f"kafka://{bootstrap_servers}/{','.join(topics)}",
+        format="jsonl",
+        schema=schema,
+        options=tuple(sorted(options.items())),
+    )
+
+
+class KafkaSourceError(SluiceError):
+    """The broker cannot give what the plan needs (a topic or partition is gone...)."""
+
+
+class KafkaOffsetsGone(KafkaSourceError):
+    """Offsets the pipeline must read are no longer retained by the broker."""
+
+    def __init__(self, source: str, missing: list[tuple[str, int, int, int]], what: str) -> None:
+        self.missing = missing
+        listed = "; ".join(
+            f"topic {t} partition {p}: offsets {lo}..{hi - 1} ({hi - lo} records)"
+            for t, p, lo, hi in missing
+        )
+        super().__init__(
+            f"kafka source {source}: {what} needs offsets the broker no longer has ({listed}); "
+            "they were deleted by retention or deleteRecords. Nothing was read. Set "
+            "source.on_missing_offsets: earliest to continue from the earliest offsets still "
+            "there (the gap is recorded in the plan)"
+        )
+
+
+def _key(data: Mapping[str, Mapping[Any, Any]]) -> Partitions:
+    return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
+
+
+def _dump(parts: Partitions) -> dict[str, dict[str, int]]:
+    return {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(parts.items())}
+
+
+@dataclass(frozen=True)
+class KafkaOffset(Offset):
+    """The next offset to read per (topic, partition); partitions not listed start at their
+    earliest offset."""
+
+    next: Partitions = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "kafka", "next": _dump(self.next)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KafkaOffset:
+        if data.get("type") != "kafka":
+            raise ValueError(f"not a kafka offset: {data!r}")
+        return cls(_key(data.get("next", {})))
+
+    def describe(self) -> str:
+        if not self.next:
+            return "earliest"
+        return ", ".join(
+            f"{t}:{p}@{o}" for t, ps in sorted(self.next.items()) for p, o in sorted(ps.items())
+        )
+
+
+@dataclass(frozen=True)
+class KafkaRange(SourceRange):
+    """Per partition ``[start, end)``; ``gaps`` are offsets the broker had deleted before they
+    were read (only with ``on_missing_offsets: earliest``)."""
+
+    start: KafkaOffset
+    starts: Partitions = field(hash=False)  # where each partition's records begin
+    ends: Partitions = field(hash=False)
+    waiting: tuple[str, ...] = ()
+    gaps: tuple[tuple[str, int, int, int], ...] = ()
+
+    @property
+    def end(self) -> KafkaOffset:
+        merged = {t: dict(ps) for t, ps in self.start.next.items()}
+        for t, ps in self.ends.items():
+            merged.setdefault(t, {}).update(ps)
+        return KafkaOffset(merged)
+
+    @property
+    def units(self) -> int:
+        return sum(self.ends[t][p] - self.starts[t][p] for t in self.ends for p in self.ends[t])
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "type": "kafka",
+            "start": self.start.to_dict(),
+            "starts": _dump(self.starts),
+            "ends": _dump(self.ends),
+        }
+        if self.waiting:
+            body["waiting"] = list(self.waiting)
+        if self.gaps:
+            body["gaps"] = [list(g) for g in self.gaps]
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KafkaRange:
+        if data.get("type") != "kafka":
+            raise ValueError(f"not a kafka range: {data!r}")
+        return cls(
+            KafkaOffset.from_dict(data["start"]),
+            _key(data["starts"]),
+            _key(data["ends"]),
+            tuple(data.get("waiting", ())),
+            tuple((str(t), int(p), int(lo), int(hi)) for t, p, lo, hi in data.get("gaps", ())),
+        )
+
+
+def spread(available: dict[tuple[str, int], int], cap: int | None) -> dict[tuple[str, int], int]:
+    """How many records each partition contributes under ``cap``: equal shares, what a
+    partition does not need goes to the others (water-filling); deterministic."""
+    if cap is None or sum(available.values()) <= cap:
+        return dict(available)
+    taken = {tp: 0 for tp in available}
+    left = cap
+    open_ = sorted(tp for tp, n in available.items() if n > 0)
+    while left > 0 and open_:
+        share = max(1, left // len(open_))
+        for tp in list(open_):
+            if left == 0:
+                break
+            more = min(share, available[tp] - taken[tp], left)
+            taken[tp] += more
+            left -= more
+            if taken[tp] == available[tp]:
+                open_.remove(tp)
+    return taken
+
+
+class KafkaSource(Source):
+    """The topics of ``spec.options`` (see :func:`sluice.spec.loader` for the settings)."""
+
+    unit_name = "records"
+
+    def __init__(
+        self, spec: SourceSpec, *, required: tuple[str, ...] = (), client: Any = None
+    ) -> None:
+        self.spec = spec
+        self.required = required
+        self.topics: tuple[str, ...] = tuple(spec.option("topics", ()))
+        self.bootstrap: str = spec.option("bootstrap_servers")
+        self.per_epoch: int | None = spec.option("max_records_per_epoch")
+        self.on_missing: str = spec.option("on_missing_offsets", "fail")
+        self.metadata: dict[str, str] = dict(spec.option("metadata", ()))
+        self.settings: dict[str, str] = dict(spec.option("kafka", ()))
+        self._client = client
+
+    @property
+    def location(self) -> str:
+        return f"kafka://{self.bootstrap}/{','.join(self.topics)}"
+
+    # -- the broker (planner side) ------------------------------------------------------------
+
+    def _consumer(self) -> Any:
+        if self._client is None:
+            from confluent_kafka import Consumer
+
+            conf = {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "sluice-planner",  # never commits: offsets live in checkpoints
+                "enable.auto.commit": False,
+                **self.settings,
+            }
+            self._client = Consumer(conf)
+        return self._client
+
+    def watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(earliest retained, next to be written) per (topic, partition) of the topics."""
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer()
+        found: dict[tuple[str, int], tuple[int, int]] = {}
+        for topic in self.topics:
+            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                reason = meta.error if meta is not None and meta.error else "no such topic"
+                raise KafkaSourceError(f"kafka source {self.location}: topic {topic!r}: {reason}")
+            for partition in sorted(meta.partitions):
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False
+                )
+                found[(topic, partition)] = (int(low), int(high))
+        return found
+
+    # -- the contract -------------------------------------------------------------------------
+
+    def initial_offset(self) -> KafkaOffset:
+        return KafkaOffset()
+
+    def decode_offset(self, data: dict[str, Any]) -> KafkaOffset:
+        return KafkaOffset.from_dict(data)
+
+    def decode_range(self, data: dict[str, Any]) -> KafkaRange:
+        return KafkaRange.from_dict(data)
+
+    def plan_range(
+        self, start: Offset, max_units: int | None, max_records: int | None = None
+    ) -> KafkaRange | None:
+        assert isinstance(start, KafkaOffset)
+        marks = self.watermarks()
+        gone = [
+            f"{t}:{p}"
+            for t, ps in start.next.items()
+            for p in ps
+            if t in self.topics and (t, p) not in marks
+        ]
+        if gone:
+            raise KafkaSourceError(
+                f"kafka source {self.location}: partitions {', '.join(sorted(gone))} are in the "
+                "committed offsets but no longer exist (a topic was deleted or recreated); "
+                "refusing to guess where to continue"
+            )
+        begin: dict[tuple[str, int], int] = {}
+        missing: list[tuple[str, int, int, int]] = []
+        for (t, p), (low, _high) in marks.items():
+            at = start.next.get(t, {}).get(p)
+            if at is None:
+                at = low  # a new partition: from its earliest offset
+            elif at < low:
+                missing.append((t, p, at, low))
+                at = low
+            begin[(t, p)] = at
+        if missing and self.on_missing != "earliest":
+            raise KafkaOffsetsGone(self.location, missing, "the next epoch")
+        available = {tp: max(0, marks[tp][1] - begin[tp]) for tp in marks}
+        caps = [c for c in (self.per_epoch, max_units, max_records) if c is not None]
+        taken = spread(available, min(caps) if caps else None)
+        if not any(taken.values()):
+            return None
+        starts: Partitions = {}
+        ends: Partitions = {}
+        for (t, p), n in taken.items():
+            starts.setdefault(t, {})[p] = begin[(t, p)]
+            ends.setdefault(t, {})[p] = begin[(t, p)] + n
+        waiting = tuple(
+            sorted(f"{t}:{p}" for (t, p), n in taken.items() if n == 0 and available[(t, p)] > 0)
+        )
+        return KafkaRange(start, starts, ends, waiting, tuple(missing))
+
+    def pending_units(self, start: Offset) -> int | None:
+        assert isinstance(start, KafkaOffset)
+        marks = self.watermarks()
+        return sum(
+            max(0, high - max(low, start.next.get(t, {}).get(p, low)))
+            for (t, p), (low, high) in marks.items()
+        )
+
+    def missing_units(self, rng: SourceRange) -> list[str]:
+        assert isinstance(rng, KafkaRange)
+        marks = self.watermarks()
+        found = []
+        for t, ps in sorted(rng.starts.items()):
+            for p, lo in sorted(ps.items()):
+                hi = rng.ends[t][p]
+                low = marks.get((t, p), (hi, hi))[0]
+                if hi > lo and low > lo:
+                    found.append(f"topic {t} partition {p} offsets {lo}..{min(low, hi) - 1}")
+        return found
+
+    def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
+        assert isinstance(rng, KafkaRange)
+        return rng.waiting
+
+    def offset_from_user(self, data: dict[str, Any]) -> KafkaOffset:
+        """``{"next": {"topic": {"0": 120, "1": 98}}}``: partitions not named start at their
+        earliest offset."""
+        unknown = sorted(set(data) - {"type", "next"})
+        if unknown:
+            raise ValueError(
+                f"unknown field(s) {unknown}; a kafka offset is "
+                '{"next": {"<topic>": {"<partition>": <offset>}}}'
+            )
+        if data.get("type", "kafka") != "kafka":
+            raise ValueError(f"type {data['type']!r} is not 'kafka' (this pipeline reads kafka)")
+        value = data.get("next")
+        if not isinstance(value, dict):
+            shape = '{"<topic>": {"<partition>": <offset>}}'
+            raise ValueError(f"next must be {shape}, not {value!r}")
+        try:
+            parts = _key(value)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"next: {exc}") from exc
+        strange = sorted(set(parts) - set(self.topics))
+        if strange:
+            raise ValueError(
+                f"next: topics {strange} are not read by this source {list(self.topics)}"
+            )
+        if any(o < 0 for ps in parts.values() for o in ps.values()):
+            raise ValueError("next: offsets are whole numbers >= 0")
+        return KafkaOffset(parts)
+
+    def is_before(self, a: Offset, b: Offset) -> bool:
+        assert isinstance(a, KafkaOffset) and isinstance(b, KafkaOffset)
+        return any(
+            a.next.get(t, {}).get(p, -1) < o for t, ps in b.next.items() for p, o in ps.items()
+        )
+
+    def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
+        """Exactly the planned offsets, checked against the broker first: records deleted
+        since the plan are an error naming them (never silently fewer records)."""
+        from pyspark.sql import functions as F
+
+        from sluice.sources.parsing import parse_json_frame
+
+        assert isinstance(rng, KafkaRange)
+        gone = [
+            (t, p, lo, min(low, rng.ends[t][p]))
+            for t, ps in rng.starts.items()
+            for p, lo in ps.items()
+            if rng.ends[t][p] > lo and (low := self.watermarks()[(t, p)][0]) > lo
+        ]
+        if gone:
+            raise KafkaOffsetsGone(self.location, gone, "this epoch's planned range")
+        parts = {t: sorted(p for p in ps if rng.ends[t][p] > ps[p]) for t, ps in rng.starts.items()}
+        parts = {t: ps for t, ps in parts.items() if ps}
+        reader = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("assign", json.dumps(parts))
+            .option("startingOffsets", json.dumps(_dump({t: {p: rng.starts[t][p] for p in ps}
+                                                          for t, ps in parts.items()})))
+            .option("endingOffsets", json.dumps(_dump({t: {p: rng.ends[t][p] for p in ps}
+                                                        for t, ps in parts.items()})))
+            .option("failOnDataLoss", "true")
+            .option("includeHeaders", "true")
+        )  # fmt: skip
+        for name, value in self.settings.items():
+            reader = reader.option(f"kafka.{name}", value)
+        rows = reader.load()
+        frame = rows.select(
+            F.concat(F.lit("kafka://"), "topic", F.lit("/"), F.col("partition").cast("string"))
+            .alias("_file"),
+            F.lit(0).cast("int").alias("_major"),
+            F.col("offset").cast("long").alias("_line"),
+            F.col("value").cast("string").alias("_raw"),
+            F.concat("topic", F.lit(":"), F.col("partition").cast("string")).alias("_kp"),
+            *[self._metadata(source).alias(f"_m_{column}")
+              for column, source in sorted(self.metadata.items())],
+        )  # fmt: skip
+        overrides = {c: F.col(f"_m_{c}") for c in self.metadata}
+        parsed = parse_json_frame(frame, self.spec.schema, self.required, overrides)
+        return parsed.withColumn("_partition", F.col("_kp")).drop("_kp")
+
+    @staticmethod
+    def _metadata(source: str) -> Column:
+        """A Kafka record field as text, as the JSON parser would see it."""
+        from pyspark.sql import functions as F
+
+        if source == "key":
+            return F.col("key").cast("string")
+        if source == "timestamp":
+            return F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX")
+        if source in ("topic", "partition", "offset"):
+            return F.col(source).cast("string")
+        name = source.split(":", 1)[1].replace("'", "''")
+        return F.expr(f"cast(filter(headers, h -> h.key = '{name}')[0].value as string)")
