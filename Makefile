@@ -10,11 +10,12 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars run test chaos sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jars kafka-jars run test chaos sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
-	@echo "make jars       fetch the s3a jars (hadoop-aws + AWS SDK v2) into .cache/jars with Maven"
+	@echo "make jars       fetch Spark's extra jars (s3a, JDBC, Delta, Kafka connector) into .cache/jars with Maven"
+	@echo "make kafka-jars fetch a Kafka broker for the tests into .cache/kafka with Maven (not on Spark's classpath)"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
 	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
 	@echo "make chaos      the slow suites: every point of every crash matrix, the rest of the window matrix (not in make test)"
@@ -41,6 +42,10 @@ $(INSTALLED): requirements.txt pyproject.toml
 jars: $(INSTALLED)
 	scripts/fetch-jars.sh
 
+# The tests' Kafka broker (tests/fixtures/kafka.py): needs only Maven and Java, no venv.
+kafka-jars:
+	scripts/fetch-kafka.sh
+
 run: $(INSTALLED)
 	$(BIN)/sluice demo
 
@@ -59,10 +64,10 @@ java-check:
 # free loopback ports. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-test: java-check $(INSTALLED) jars compose-check postgres-check
+test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-chaos: java-check $(INSTALLED) jars postgres-check
+chaos: java-check $(INSTALLED) jars kafka-jars postgres-check
 	$(BIN)/pytest -m slow
 
 # The whole qos crash matrix (3 levels x 11 fault points x 5 sinks, ~1 h), printed at the end

@@ -5,6 +5,7 @@ import pytest
 pytest_plugins = [
     "tests.fixtures.airflow",
     "tests.fixtures.seaweed",
+    "tests.fixtures.kafka",
     "tests.fixtures.pipelines",
     "tests.fixtures.postgres",
     "tests.fixtures.spark_cluster",

@@ -38,6 +38,7 @@ SERVICES = {
     "minio-init",
     "spark-master",
     "spark-worker",
+    "kafka",
 }
 SKIP_ENV = "SLUICE_SKIP_COMPOSE_CHECK"
 
@@ -288,6 +289,26 @@ def test_image_pins_match_requirements(services: dict[str, dict[str, Any]]) -> N
     assert "scripts/fetch-jars.sh" in dockerfile
     assert "ENV SLUICE_JARS_DIR=" in dockerfile
     assert services["airflow-scheduler"]["build"]["dockerfile"] == "docker/airflow.Dockerfile"
+
+
+def test_kafka_is_the_tests_broker_in_kraft_mode(services: dict[str, dict[str, Any]]) -> None:
+    kafka = services["kafka"]
+    pom = (ROOT / "scripts" / "kafka" / "pom.xml").read_text(encoding="utf-8")
+    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom)
+    assert match, "no kafka.version in scripts/kafka/pom.xml"
+    assert kafka["image"] == f"apache/kafka:{match.group(1)}", "the image the tests' broker is"
+    e = env(kafka)
+    assert e["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert e["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{e['KAFKA_NODE_ID']}@kafka:9093"
+    assert len(e["CLUSTER_ID"]) == 22, "a base64 UUID, as kafka-storage random-uuid prints"
+    advertised = dict(
+        reversed(item.split("://")) for item in e["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    )
+    assert advertised == {"kafka:9092": "PLAINTEXT", "localhost:9094": "HOST"}
+    assert host_ports(kafka) == {9094: 9094}, "the HOST listener is published as advertised"
+    assert "kafka-data:/var/lib/kafka/data" in kafka["volumes"]
+    assert e["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
+    assert "kafka-broker-api-versions.sh" in " ".join(kafka["healthcheck"]["test"])
 
 
 # --- Astro project files --------------------------------------------------------------------
