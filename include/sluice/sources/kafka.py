@@ -226,36 +226,37 @@ class KafkaSource(Source):
 
     # -- the broker (planner side) ------------------------------------------------------------
 
-    def _consumer(self) -> Any:
-        if self._client is None:
-            from confluent_kafka import Consumer
+    def watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(earliest retained, next to be written) per (topic, partition) of the topics, from
+        a short-lived consumer (closed again: no connection outlives the call)."""
+        from confluent_kafka import Consumer, TopicPartition
 
-            conf = {
+        consumer = self._client
+        if consumer is None:
+            consumer = Consumer({
                 "bootstrap.servers": self.bootstrap,
                 "group.id": "sluice-planner",  # never commits: offsets live in checkpoints
                 "enable.auto.commit": False,
                 **self.settings,
-            }
-            self._client = Consumer(conf)
-        return self._client
-
-    def watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """(earliest retained, next to be written) per (topic, partition) of the topics."""
-        from confluent_kafka import TopicPartition
-
-        consumer = self._consumer()
-        found: dict[tuple[str, int], tuple[int, int]] = {}
-        for topic in self.topics:
-            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
-            if meta is None or meta.error is not None or not meta.partitions:
-                reason = meta.error if meta is not None and meta.error else "no such topic"
-                raise KafkaSourceError(f"kafka source {self.location}: topic {topic!r}: {reason}")
-            for partition in sorted(meta.partitions):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False
-                )
-                found[(topic, partition)] = (int(low), int(high))
-        return found
+            })  # fmt: skip
+        try:
+            found: dict[tuple[str, int], tuple[int, int]] = {}
+            for topic in self.topics:
+                meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+                if meta is None or meta.error is not None or not meta.partitions:
+                    reason = meta.error if meta is not None and meta.error else "no such topic"
+                    raise KafkaSourceError(
+                        f"kafka source {self.location}: topic {topic!r}: {reason}"
+                    )
+                for partition in sorted(meta.partitions):
+                    low, high = consumer.get_watermark_offsets(
+                        TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False
+                    )
+                    found[(topic, partition)] = (int(low), int(high))
+            return found
+        finally:
+            if consumer is not self._client:
+                consumer.close()
 
     # -- the contract -------------------------------------------------------------------------
 
@@ -378,11 +379,12 @@ class KafkaSource(Source):
         from sluice.sources.parsing import parse_json_frame
 
         assert isinstance(rng, KafkaRange)
+        marks = self.watermarks()
         gone = [
             (t, p, lo, min(low, rng.ends[t][p]))
             for t, ps in rng.starts.items()
             for p, lo in ps.items()
-            if rng.ends[t][p] > lo and (low := self.watermarks()[(t, p)][0]) > lo
+            if rng.ends[t][p] > lo and (low := marks.get((t, p), (lo, lo))[0]) > lo
         ]
         if gone:
             raise KafkaOffsetsGone(self.location, gone, "this epoch's planned range")

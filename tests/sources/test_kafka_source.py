@@ -1,0 +1,145 @@
+"""The kafka source against a real broker (tests/fixtures/kafka.py: one KRaft node).
+
+Click events (the demo generator, no deliberately late lines) go to a topic of 3 partitions,
+keyed by user; the pipeline runs epochs of at most 70 records while more is produced between
+epochs, a 4th partition is added mid-run, and a last "flush" record per partition moves every
+watermark past the real windows. The committed windows equal the reference over everything
+produced; every record is read exactly once (per-epoch counts add up to what was produced,
+and no epoch's range overlaps another's). A rewind whose input the broker has since deleted
+is refused naming topic, partition and offsets; ``on_missing_offsets: earliest`` continues.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from sluice.demo import render_click_files
+from sluice.protocol import InvalidRunRequest, RunRequest, plan_epoch, run_until_drained
+from sluice.spec import parse_spec
+
+from tests.fixtures.kafka import KafkaServer, Record
+from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
+from tests.reference import compare_rows
+
+FILES = render_click_files(files=4, events_per_file=60, seed=23, late_every=0)
+KEYS = ["user", "window_start"]
+FLUSH_TS = "2030-01-01T00:00:00Z"
+
+
+def _records(files: list[tuple[str, bytes]]) -> list[Record]:
+    """One record per non-blank line, keyed by its user (when the line has one)."""
+    out = []
+    for _, data in files:
+        for line in data.decode().splitlines():
+            if not line.strip():
+                continue
+            try:
+                user = json.loads(line).get("user")
+            except (ValueError, AttributeError):
+                user = None
+            out.append(Record(line, key=user if isinstance(user, str) else None))
+    return out
+
+
+def _flush(partitions: int) -> tuple[list[Record], tuple[str, bytes]]:
+    lines = [json.dumps({"user": f"flush-{p}", "url": "/", "ts": FLUSH_TS, "amount": 0.0})
+             for p in range(partitions)]  # fmt: skip
+    records = [Record(line, key=f"flush-{p}", partition=p) for p, line in enumerate(lines)]
+    return records, ("flush.jsonl", ("\n".join(lines) + "\n").encode())
+
+
+def _spec_dict(ws: Any, kafka: KafkaServer, topic: str, **source: Any) -> dict[str, Any]:
+    body = click_spec_dict(ws, name=f"k_{topic.replace('-', '_')}", emit="on_close")
+    body["source"] = {
+        "type": "kafka",
+        "topics": [topic],
+        "bootstrap_servers": kafka.bootstrap,
+        "schema": body["source"]["schema"],
+        "max_records_per_epoch": 70,
+        **source,
+    }
+    return body
+
+
+def _spec(ws: Any, kafka: KafkaServer, topic: str, **source: Any) -> Any:
+    return parse_spec(_spec_dict(ws, kafka, topic, **source))
+
+
+def test_epochs_over_a_growing_topic_equal_the_reference(
+    spark: Any, local_workspace: Any, kafka_server: KafkaServer
+) -> None:
+    topic = kafka_server.create_topic(f"clicks-{uuid.uuid4().hex[:6]}", partitions=3)
+    spec = _spec(local_workspace, kafka_server, topic)
+    rt = runtime(spec)
+    produced = kafka_server.produce(topic, _records(FILES[:2]))
+    run_until_drained(rt, spark, max_epochs=2)
+    kafka_server.add_partitions(topic, 4)
+    produced += kafka_server.produce(topic, _records(FILES[2:]))
+    assert any(w.partition == 3 for w in produced), "the new partition got records"
+    flush, flush_file = _flush(4)
+    produced += kafka_server.produce(topic, flush)
+    run_until_drained(rt, spark)
+
+    checkpoints = [rt.repo.checkpoint(e) for e in rt.repo.committed_epochs()]
+    assert len(checkpoints) >= len(produced) // 70
+    assert sum(c.result.stats.records_read for c in checkpoints) == len(produced)
+    seen: set[tuple[str, int, int]] = set()
+    for c in checkpoints:
+        rng = rt.source.decode_range(c.plan.source_range)
+        for t, parts in rng.starts.items():
+            for p, lo in parts.items():
+                span = {(t, p, o) for o in range(lo, rng.ends[t][p])}
+                assert not span & seen, f"epoch {c.epoch} re-reads {t}:{p}"
+                seen |= span
+    assert seen == {(topic, w.partition, w.offset) for w in produced}
+    first_with_3 = rt.source.decode_range(checkpoints[2].plan.source_range)
+    assert first_with_3.starts[topic].get(3) == 0  # the new partition from its earliest offset
+
+    want = click_reference([*FILES, flush_file])
+    assert compare_rows(committed_rows(spec, "out"), want.emitted, keys=KEYS) == []
+    dead = committed_rows(spec, "dead_letters")
+    assert len(dead) == len(want.dead)
+    assert all(d["file"].startswith(f"kafka://{topic}/") for d in dead)
+    assert committed_rows(spec, "late_records") == []
+
+
+def test_a_rewind_into_deleted_offsets_is_refused_by_name_unless_earliest(
+    spark: Any, local_workspace: Any, kafka_server: KafkaServer
+) -> None:
+    topic = kafka_server.create_topic(f"retained-{uuid.uuid4().hex[:6]}", partitions=1)
+    spec = _spec(local_workspace, kafka_server, topic, max_records_per_epoch=40)
+    rt = runtime(spec)
+    kafka_server.produce(topic, _records(FILES[:2]))
+    run_until_drained(rt, spark)
+    assert rt.repo.latest_epoch() >= 3
+    end_1 = rt.repo.checkpoint(1).end_offset["next"][topic]["0"]  # type: ignore[union-attr]
+    kafka_server.delete_records(topic, {0: end_1 + 5})  # retention took 5 unread records
+
+    def rewind(conf: dict[str, Any]) -> Any:
+        options = RunRequest.from_conf(rt.name, conf).resolve(rt)
+        return plan_epoch(rt, restored_from=options.restored_from, rewind_to=options.rewind_to)
+
+    before = sorted(i.key for i in rt.repo.store.list())
+    with pytest.raises(InvalidRunRequest) as refused:
+        rewind({"restore_from": "checkpoint", "epoch": 1})
+    message = str(refused.value)
+    assert f"topic {topic} partition 0 offsets {end_1}..{end_1 + 4}" in message
+    assert "on_missing_offsets=earliest" in message
+    assert sorted(i.key for i in rt.repo.store.list()) == before
+
+    earliest = _spec(local_workspace, kafka_server, topic, max_records_per_epoch=40,
+                     on_missing_offsets="earliest")  # fmt: skip
+    rt = runtime(earliest)
+    options = RunRequest.from_conf(
+        rt.name, {"restore_from": "checkpoint", "epoch": 1, "on_missing_offsets": "earliest"}
+    ).resolve(rt)
+    plan = plan_epoch(rt, restored_from=options.restored_from, rewind_to=options.rewind_to)
+    assert plan is not None
+    assert plan.source_range["gaps"] == [[topic, 0, end_1, end_1 + 5]]
+    run_until_drained(rt, spark)
+    total = sum(rt.repo.checkpoint(e).result.stats.records_read  # type: ignore[union-attr]
+                for e in rt.repo.committed_epochs() if e not in rt.repo.rewound())  # fmt: skip
+    assert total == kafka_server.end_offsets(topic)[0] - 5
