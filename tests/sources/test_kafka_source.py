@@ -143,3 +143,45 @@ def test_a_rewind_into_deleted_offsets_is_refused_by_name_unless_earliest(
     total = sum(rt.repo.checkpoint(e).result.stats.records_read  # type: ignore[union-attr]
                 for e in rt.repo.committed_epochs() if e not in rt.repo.rewound())  # fmt: skip
     assert total == kafka_server.end_offsets(topic)[0] - 5
+
+
+def test_key_timestamp_and_headers_become_columns(
+    spark: Any, local_workspace: Any, kafka_server: KafkaServer
+) -> None:
+    topic = kafka_server.create_topic(f"meta-{uuid.uuid4().hex[:6]}", partitions=2)
+    base_ms = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    kafka_server.produce(topic, [
+        Record({"url": "/a", "amount": 1.5}, key="ann", partition=0, timestamp_ms=base_ms,
+               headers={"region": "eu"}),
+        Record("{not json", key="bob", partition=1, timestamp_ms=base_ms + 1_500),
+        Record({"url": "/b", "amount": 2}, key="cy", partition=1, timestamp_ms=base_ms + 61_000),
+    ])  # fmt: skip
+    body = _spec_dict(local_workspace, kafka_server, topic)
+    body["source"]["schema"] = {
+        "user": "string", "url": "string", "ts": "timestamp", "amount": "double",
+        "region": "string", "part": "int",
+    }  # fmt: skip
+    body["source"]["metadata"] = {"user": "key", "ts": "timestamp", "region": "header:region",
+                                  "part": "partition"}  # fmt: skip
+    rt = runtime(parse_spec(body))
+    rng = rt.source.plan_range(rt.source.initial_offset(), None)
+    assert rng is not None and rng.units == 3
+    rows = sorted(rt.source.read(spark, rng).collect(), key=lambda r: (r["_partition"], r["_line"]))
+    got = [(r["_partition"], r["_file"], r["_line"], r["user"], str(r["ts"]), r["region"],
+            r["part"], r["amount"], (r["_error"] or "")[:9]) for r in rows]  # fmt: skip
+    assert got == [
+        (f"{topic}:0", f"kafka://{topic}/0", 0, "ann", "2026-01-01 00:00:00", "eu", 0, 1.5, ""),
+        # a malformed value is a dead letter; the record's own fields are still shown
+        (
+            f"{topic}:1",
+            f"kafka://{topic}/1",
+            0,
+            "bob",
+            "2026-01-01 00:00:01.500000",
+            None,
+            1,
+            None,
+            "malformed",
+        ),
+        (f"{topic}:1", f"kafka://{topic}/1", 1, "cy", "2026-01-01 00:01:01", None, 1, 2.0, ""),
+    ]
