@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sluice.demo import render_click_files
 from sluice.protocol import InvalidRunRequest, RunRequest, plan_epoch, run_until_drained
-from sluice.spec import parse_spec
+from sluice.spec import SpecError, parse_spec
 
 from tests.fixtures.kafka import KafkaServer, Record
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
@@ -185,3 +185,30 @@ def test_key_timestamp_and_headers_become_columns(
         ),
         (f"{topic}:1", f"kafka://{topic}/1", 1, "cy", "2026-01-01 00:01:01", None, 1, 2.0, ""),
     ]
+
+
+def test_raw_values_are_decoded_by_the_users_expressions(
+    spark: Any, local_workspace: Any, kafka_server: KafkaServer
+) -> None:
+    topic = kafka_server.create_topic(f"raw-{uuid.uuid4().hex[:6]}", partitions=1)
+    kafka_server.produce(topic, [Record(b"ann|2026-01-01T00:00:05Z|1.5", key="k1"),
+                                 Record(b"\xff\xfe", key="k2")])  # fmt: skip
+    body = _spec_dict(local_workspace, kafka_server, topic)
+    part = "split(cast(value as string), '[|]')"
+    body["source"].update(format="raw", metadata={"url": "key"}, decode={
+        "user": f"get({part}, 0)", "ts": f"get({part}, 1)", "amount": f"get({part}, 2)",
+    })  # fmt: skip
+    rt = runtime(parse_spec(body))
+    rng = rt.source.plan_range(rt.source.initial_offset(), None)
+    assert rng is not None
+    rows = sorted(rt.source.read(spark, rng).collect(), key=lambda r: r["_line"])
+    assert [(r["user"], str(r["ts"]), r["amount"], r["url"], r["_error"]) for r in rows] == [
+        ("ann", "2026-01-01 00:00:05", 1.5, "k1", None),
+        ("\ufffd\ufffd", "None", None, "k2", "missing_event_time: field 'ts' is absent or null"),
+    ]
+    assert rows[1]["_raw"] == "//4="  # the undecodable value, in base64
+    bad = dict(body["source"], decode={"nope": "value"})
+    with pytest.raises(SpecError) as refused:
+        parse_spec(dict(body, source=bad))
+    fields = {p.field for p in refused.value.problems}
+    assert {"source.decode", "source.decode.nope"} <= fields

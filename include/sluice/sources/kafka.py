@@ -19,7 +19,10 @@ Positions: a record of partition ``p`` of topic ``t`` is in source partition ``"
 ``(_major=0, _line=offset)``; ``_file`` is ``kafka://t/p``, so dead letters name the topic,
 partition and offset. The value is JSON (``format: jsonl``) whose fields are the schema's
 columns; ``metadata`` maps schema columns to the record's ``key``, ``timestamp``, ``topic``,
-``partition``, ``offset`` or ``header:<name>`` instead.
+``partition``, ``offset`` or ``header:<name>`` instead. With ``format: raw`` the value is bytes
+and every other column comes from ``decode``: a Spark SQL expression over the Kafka row
+(``key``, ``value``, ``topic``, ``partition``, ``offset``, ``timestamp``, ``headers``); the
+dead letters' ``raw`` is then the value in base64.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ def kafka_source_spec(
     max_records_per_epoch: int | None = None,
     on_missing_offsets: str = "fail",
     kafka: Mapping[str, str] | None = None,
+    value_format: str = "jsonl",
+    decode: Mapping[str, str] | None = None,
 ) -> SourceSpec:
     """The :class:`SourceSpec` of a kafka source (what the spec loader builds)."""
     options: dict[str, Any] = {
@@ -68,6 +73,8 @@ def kafka_source_spec(
         "on_missing_offsets": on_missing_offsets,
         "metadata": tuple(sorted((metadata or {}).items())),
         "kafka": tuple(sorted((kafka or {}).items())),
+        "value_format": value_format,
+        "decode": tuple(sorted((decode or {}).items())),
     }
     if max_records_per_epoch is not None:
         options["max_records_per_epoch"] = max_records_per_epoch
@@ -218,6 +225,8 @@ class KafkaSource(Source):
         self.on_missing: str = spec.option("on_missing_offsets", "fail")
         self.metadata: dict[str, str] = dict(spec.option("metadata", ()))
         self.settings: dict[str, str] = dict(spec.option("kafka", ()))
+        self.raw = spec.option("value_format", "jsonl") == "raw"
+        self.decode: dict[str, str] = dict(spec.option("decode", ()))
         self._client = client
 
     @property
@@ -404,18 +413,27 @@ class KafkaSource(Source):
         for name, value in self.settings.items():
             reader = reader.option(f"kafka.{name}", value)
         rows = reader.load()
+        if self.raw:  # the user's decode expressions see the Kafka row's own columns
+            rows = rows.select(
+                "*", *[F.expr(e).cast("string").alias(f"_d_{c}") for c, e in self.decode.items()]
+            )
         frame = rows.select(
             F.concat(F.lit("kafka://"), "topic", F.lit("/"), F.col("partition").cast("string"))
             .alias("_file"),
             F.lit(0).cast("int").alias("_major"),
             F.col("offset").cast("long").alias("_line"),
-            F.col("value").cast("string").alias("_raw"),
+            (F.base64("value") if self.raw else F.col("value").cast("string")).alias("_raw"),
             F.concat("topic", F.lit(":"), F.col("partition").cast("string")).alias("_kp"),
             *[self._metadata(source).alias(f"_m_{column}")
               for column, source in sorted(self.metadata.items())],
+            *[F.col(f"_d_{c}") for c in self.decode if self.raw],
         )  # fmt: skip
         overrides = {c: F.col(f"_m_{c}") for c in self.metadata}
-        parsed = parse_json_frame(frame, self.spec.schema, self.required, overrides)
+        if self.raw:
+            overrides.update({c: F.col(f"_d_{c}") for c in self.decode})
+        parsed = parse_json_frame(
+            frame, self.spec.schema, self.required, overrides, parse=not self.raw
+        )
         return parsed.withColumn("_partition", F.col("_kp")).drop("_kp")
 
     @staticmethod

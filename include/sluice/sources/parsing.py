@@ -55,16 +55,23 @@ def parse_json_frame(
     required: tuple[str, ...],
     overrides: dict[str, Column] | None = None,
     keep: tuple[str, ...] = ("_kp",),
+    parse: bool = True,
 ) -> DataFrame:
     """JSON records already in a frame (``_file``, ``_major``, ``_line``, ``_raw``; e.g. Kafka
     values). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
-    timestamp) instead of the JSON; ``keep`` columns of ``frame`` are passed through."""
+    timestamp) instead of the JSON; ``keep`` columns of ``frame`` are passed through. Without
+    ``parse`` the value is not JSON and every column comes from ``overrides``."""
     text_schema = _text_schema(schema)
     parsed = F.from_json(
         "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     )
-    lines = frame.withColumn("_j", parsed)
-    lines = lines.withColumn("_bad", F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull())
+    if parse:
+        lines = frame.withColumn("_j", parsed)
+        bad = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
+        lines = lines.withColumn("_bad", bad)
+    else:  # every column comes from ``overrides``: nothing to parse, nothing malformed
+        lines = frame.withColumn("_j", F.struct(F.lit(None).alias(_CORRUPT)))
+        lines = lines.withColumn("_bad", F.lit(False))
     if overrides:
         fields = [
             overrides[c].alias(c) if c in overrides else F.col(f"_j.`{c}`").alias(c)

@@ -94,6 +94,7 @@ _KAFKA_SOURCE = {
     "max_records_per_epoch",
     "on_missing_offsets",
     "kafka",
+    "decode",
 }
 _KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 _PLUGIN_SINK = {"name", "type", "mode", "options"}
@@ -480,8 +481,16 @@ class _Checker:
             self.add("source.bootstrap_servers", f"{servers!r} is not host:port[,host:port]",
                      "e.g. bootstrap_servers: 127.0.0.1:9092")  # fmt: skip
             servers = None
-        self.string(data, "format", "source", ("jsonl",), default="jsonl")
+        value_format = self.string(data, "format", "source", ("jsonl", "raw"), default="jsonl")
         schema = self.schema(data.get("schema"))
+        decode = data.get("decode") or {}
+        if not isinstance(decode, dict) or not all(
+            isinstance(v, str) and v.strip() for v in decode.values()
+        ):
+            example = "e.g. {user: 'cast(key as string)'}"
+            self.add("source.decode", "expected a mapping of column: Spark SQL expression",
+                     example)  # fmt: skip
+            decode = {}
         metadata = data.get("metadata") or {}
         if not isinstance(metadata, dict):
             self.add("source.metadata", f"expected a mapping, got {_kind(metadata)}",
@@ -497,6 +506,19 @@ class _Checker:
             if not valid:
                 self.add(where, f"{field!r} is not a Kafka record field",
                          f"one of {list(_KAFKA_METADATA)} or header:<name>")  # fmt: skip
+        if value_format == "raw" and schema is not None:
+            undecoded = [c for c, _ in schema if c not in decode and c not in metadata]
+            if undecoded:
+                self.add("source.decode", f"columns {undecoded} have no decode expression",
+                         "with format: raw every schema column comes from decode or metadata, "
+                         "e.g. decode: {user: 'cast(key as string)'}")  # fmt: skip
+        for column in decode:
+            if schema is not None and column not in dict(schema):
+                self.add(f"source.decode.{column}", "is not a column of source.schema",
+                         "declare it in the schema")  # fmt: skip
+            if value_format != "raw":
+                self.add(f"source.decode.{column}", "only applies to format: raw",
+                         "remove it, or set format: raw")  # fmt: skip
         per_epoch = self.positive_int(data, "max_records_per_epoch", "source", None)
         missing = self.string(
             data, "on_missing_offsets", "source", ("fail", "earliest"), default="fail"
@@ -521,6 +543,8 @@ class _Checker:
             max_records_per_epoch=per_epoch,
             on_missing_offsets=missing,
             kafka=text,
+            value_format=value_format or "jsonl",
+            decode=decode,
         )
 
     def nexmark_generator(self, value: Any) -> dict[str, Any] | None:
