@@ -4,8 +4,8 @@ Runs are triggered through the REST API with conf, as the UI's trigger form does
 (SIGKILL) injected in ``commit`` of epoch 2 makes Airflow retry only ``commit``, which
 finishes the commit without reprocessing; the output is still exactly the reference. Bad conf
 is refused (at trigger time when its shape is wrong, by ``plan`` when it names a checkpoint
-that does not exist) and writes nothing. A rewind triggered with ``restore_from=checkpoint``
-of epoch 1 replays the rest, and the output is the reference again.
+that does not exist) and writes nothing. In make chaos: a rewind triggered with
+``restore_from=checkpoint`` of epoch 1 replays the rest, and the output is the reference again.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from sluice.demo import render_click_files
 from sluice.spec import parse_spec
@@ -106,6 +107,32 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     saved = rt.repo.savepoint("before-v2")
     assert saved is not None and saved.epoch == latest and run_id in saved.note
     assert server.task_instances(DAG_ID, run_id)["process"]["state"] == "skipped"
+
+
+@pytest.mark.slow
+def test_a_rewind_triggered_through_the_api_ends_in_the_reference(
+    airflow_server_factory: Any, local_workspace: Any, tmp_path: Path
+) -> None:
+    from tests.fixtures.airflow import wait_for
+
+    local_workspace.put_files(FILES)
+    body = click_spec_dict(local_workspace, name=NAME)
+    body["source"]["max_files_per_epoch"] = 2
+    body["checkpoint"]["interval"] = "1d"  # the test triggers; at most one scheduled run
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / f"{NAME}.yaml").write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    server = airflow_server_factory(pipelines)
+    wait_for(f"{DAG_ID} to be parsed", lambda: server.api("GET", f"/dags/{DAG_ID}").ok, 180)
+    rt = runtime(spec)
+    for _ in range(len(FILES)):
+        r = server.trigger(DAG_ID, {})
+        assert server.wait_run(DAG_ID, r.json()["dag_run_id"]) == "success", server.logs()
+        if server.task_instances(DAG_ID, r.json()["dag_run_id"])["process"]["state"] == "skipped":
+            break
+    latest = rt.repo.latest_epoch()
+    assert latest >= 3
 
     # A rewind from the trigger form: back to checkpoint 1, then the rest of the input. The
     # rewind's commit retracted what epochs 2.. wrote, so the output is exactly the reference.

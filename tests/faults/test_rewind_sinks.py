@@ -13,6 +13,9 @@ a different sink first, so each of files, PostgreSQL and Delta is the one caught
 Recovery finishes epoch 4's commit: every sink then equals the uninterrupted run after epoch 2
 (the rewound output is gone, the replacement is there, nothing twice). The rest of the replay
 (epoch 5) brings every sink back to the uninterrupted run after epoch 3.
+
+make chaos runs the three cases (~4-7 min each); make test rewinds in-process
+(tests/protocol/test_rewind.py) and through Airflow is make chaos too (test_server's rewind).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from tests.faults.test_sink_matrix import warehouse as warehouse
 from tests.fixtures.pipelines import Workspace, runtime
 
 ORDERS = [
-    pytest.param(("files", "postgres", "delta"), id="files-first"),
+    pytest.param(("files", "postgres", "delta"), id="files-first", marks=pytest.mark.slow),
     pytest.param(("postgres", "delta", "files"), id="postgres-first", marks=pytest.mark.slow),
     pytest.param(("delta", "files", "postgres"), id="delta-first", marks=pytest.mark.slow),
 ]

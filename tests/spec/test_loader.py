@@ -160,7 +160,7 @@ def test_missing_source(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("section", "key", "value", "field"),
     [
-        ("source", "type", "kafka", "source.type"),
+        ("source", "type", "kinesis", "source.type"),
         ("source", "format", "xml", "source.format"),
         ("window", "type", "sliding", "window.type"),
     ],
