@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from sluice.airflow.factory import sink_asset
-from sluice.airflow.tasks import sink_connections
+from sluice.airflow.tasks import spec_connections
 from sluice.protocol.runtime import connection_uri, connections_from_env
 from sluice.spec import parse_spec
 
@@ -42,7 +42,7 @@ def test_a_sink_connection_from_the_environment_reaches_the_engine(
 ) -> None:
     monkeypatch.setenv("SLUICE_CONN_WAREHOUSE", "postgresql://u:secret@db:5432/dw")
     monkeypatch.setenv("AIRFLOW_CONN_SOMETHING_ELSE", "postgresql://x@y/z")
-    assert sink_connections(_spec(tmp_path)) == {"warehouse": "postgresql://u:secret@db:5432/dw"}
+    assert spec_connections(_spec(tmp_path)) == {"warehouse": "postgresql://u:secret@db:5432/dw"}
 
 
 def test_a_postgres_sink_asset_names_the_connection_id_not_its_secret(tmp_path: Path) -> None:

@@ -80,8 +80,8 @@ def test_kafka_partitions_have_their_own_watermarks_and_go_idle_like_folders(
     assert ref.counts["late"] > 0 and ref.emitted
     as_one_stream = _reference()
     assert as_one_stream.counts["late"] > ref.counts["late"]
-    no_idle = _reference(partition_by="directory",
-                         event_time={k: v for k, v in EVENT_TIME.items() if k != "idle_timeout"})  # fmt: skip
+    never_idle = {k: v for k, v in EVENT_TIME.items() if k != "idle_timeout"}
+    no_idle = _reference(partition_by="directory", event_time=never_idle)
     assert len(no_idle.emitted) < len(ref.emitted)
 
     topic = kafka_server.create_topic(f"wm-{uuid.uuid4().hex[:6]}", partitions=len(FOLDERS))
@@ -108,7 +108,7 @@ def test_kafka_partitions_have_their_own_watermarks_and_go_idle_like_folders(
     def where(row: dict[str, Any], file: str, line: str) -> tuple[str, int]:
         prefix = f"kafka://{topic}/"
         assert row[file].startswith(prefix), row[file]
-        return origin[(int(row[file][len(prefix):]), int(row[line]))]
+        return origin[(int(row[file][len(prefix) :]), int(row[line]))]
 
     late = []
     for row in committed_rows(spec, "late_records"):

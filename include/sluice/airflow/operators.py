@@ -52,10 +52,10 @@ class SluiceProcessOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> None:
         self.env_vars = {**process_env(), **(self.env_vars or {})}
         if self.spec_path:
-            from sluice.airflow.tasks import sink_connections
+            from sluice.airflow.tasks import spec_connections
             from sluice.spec import load_spec
 
-            for conn_id, uri in sink_connections(load_spec(self.spec_path)).items():
+            for conn_id, uri in spec_connections(load_spec(self.spec_path)).items():
                 self.env_vars[f"SLUICE_CONN_{conn_id.upper()}"] = uri
         self.conf = {**submit_conf(), **(self.conf or {})}
         if not self.jars:

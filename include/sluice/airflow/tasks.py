@@ -35,7 +35,7 @@ from sluice.protocol import (
 from sluice.protocol.runtime import connection_uri, connections_from_env
 from sluice.spec import PipelineSpec, load_spec
 
-__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for", "sink_connections"]
+__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for", "spec_connections"]
 
 
 def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
@@ -46,18 +46,20 @@ def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
         new_attempt_id=lambda: uuid.uuid4().hex[:12],
         faults=Faults.from_env(),
         run_id=run_id,
-        connections=sink_connections(spec),
+        connections=spec_connections(spec),
     )
 
 
-def sink_connections(spec: PipelineSpec) -> dict[str, str]:
-    """URIs of the connections the spec's sinks name: from ``SLUICE_CONN_<ID>`` /
+def spec_connections(spec: PipelineSpec) -> dict[str, str]:
+    """URIs of the connections the spec's sinks and source name: from ``SLUICE_CONN_<ID>`` /
     ``AIRFLOW_CONN_<ID>`` first, else from Airflow's connections (metadata DB or secrets
-    backend). A missing one is left out; the sink then fails with what to define."""
+    backend). A missing one is left out; the sink or source then fails with what to define."""
     env = connections_from_env(os.environ)
     found: dict[str, str] = {}
-    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
-        conn_id = sink.connection
+    ids = [sink.connection for sink in (*spec.sinks, spec.late_records, spec.dead_letters)]
+    if spec.source.type == "kafka":
+        ids.append(spec.source.option("connection"))
+    for conn_id in ids:
         if conn_id is None or conn_id in found:
             continue
         if conn_id in env:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from sluice.keyed.functions import load_reference
 from sluice.protocol.exceptions import MissingConnection, PluginError
@@ -77,7 +77,7 @@ class Runtime:
         """
         root = open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name)
         repo = Repository(root)
-        source = _source(spec, repo)
+        source = _source(spec, repo, connections or {})
         opened = _SinkFactory(spec, connections or {}, spark or _default_spark(spec))
         roles = [SinkRole(opened.sink(s, f"sinks.{s.name}"), "results") for s in spec.sinks]
         roles.append(SinkRole(opened.sink(spec.late_records, "late_records"), "late"))
@@ -87,7 +87,7 @@ class Runtime:
         )
 
 
-def _source(spec: PipelineSpec, repo: Repository) -> Source:
+def _source(spec: PipelineSpec, repo: Repository, connections: Mapping[str, str]) -> Source:
     """The source ``spec.source.type`` names; a plugin gets ``(spec, options, event time
     column)``."""
     if spec.source.plugin:
@@ -101,7 +101,12 @@ def _source(spec: PipelineSpec, repo: Repository) -> Source:
     if spec.source.type == "kafka":
         from sluice.sources.kafka import KafkaSource
 
-        return KafkaSource(spec.source, required=(spec.event_time.column,))
+        conn_id = spec.source.option("connection")
+        return KafkaSource(
+            spec.source,
+            required=(spec.event_time.column,),
+            connection=connections.get(conn_id) if conn_id else None,
+        )
     return FilesSource(
         spec.source,
         open_store(spec.source.path, s3=spec.s3),
@@ -196,6 +201,14 @@ def connection_uri(value: str) -> str:
     if value.startswith("{"):
         data = json.loads(value)
         scheme = data.get("conn_type") or "postgresql"
+        if scheme == "kafka":  # the client settings are the extra (Airflow's kafka type)
+            extra = data.get("extra") or {}
+            extra = json.loads(extra) if isinstance(extra, str) else extra
+            user = quote(str(data.get("login") or ""), safe="")
+            password = quote(str(data.get("password") or ""), safe="")
+            auth = f"{user}:{password}@" if user or password else ""
+            host = f"{data.get('host') or ''}" + (f":{data['port']}" if data.get("port") else "")
+            return f"kafka://{auth}{host}/?{urlencode({'__extra__': json.dumps(extra)})}"
         user = quote(str(data.get("login") or ""), safe="")
         password = quote(str(data.get("password") or ""), safe="")
         auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")

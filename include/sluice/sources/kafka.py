@@ -28,12 +28,15 @@ dead letters' ``raw`` is then the value in base64.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
 from sluice.sources.base import Offset, Source, SourceRange
+from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec.model import SourceSpec
 
 if TYPE_CHECKING:
@@ -52,13 +55,17 @@ __all__ = [
 Partitions = dict[str, dict[int, int]]  # topic -> partition -> offset
 METADATA = ("key", "timestamp", "topic", "partition", "offset")
 _TIMEOUT_S = 30.0
+_LOG = logging.getLogger("sluice.kafka")
+# KafkaError codes of a refused login: SASL failed (-169) or the broker said so (58).
+_AUTH_ERRORS = (-169, 58)
 
 
 def kafka_source_spec(
     topics: list[str],
-    bootstrap_servers: str,
+    bootstrap_servers: str | None,
     schema: tuple[tuple[str, str], ...],
     *,
+    connection: str | None = None,
     metadata: Mapping[str, str] | None = None,
     max_records_per_epoch: int | None = None,
     on_missing_offsets: str = "fail",
@@ -78,9 +85,11 @@ def kafka_source_spec(
     }
     if max_records_per_epoch is not None:
         options["max_records_per_epoch"] = max_records_per_epoch
+    if connection is not None:
+        options["connection"] = connection
     return SourceSpec(
         type="kafka",
-        path=f"kafka://{bootstrap_servers}/{','.join(topics)}",
+        path=f"kafka://{bootstrap_servers or connection}/{','.join(topics)}",
         format="jsonl",
         schema=schema,
         options=tuple(sorted(options.items())),
@@ -209,18 +218,41 @@ def spread(available: dict[tuple[str, int], int], cap: int | None) -> dict[tuple
     return taken
 
 
+def _metadata(consumer: Any, topic: str, refused: list[str]) -> Any:
+    """``list_topics(topic)``, asked again each second until _TIMEOUT_S; a refused login ends
+    the wait at once (its KafkaException is re-raised)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            return consumer.list_topics(topic, timeout=1.0)
+        except KafkaException:
+            if refused or time.monotonic() > deadline:
+                raise
+
+
 class KafkaSource(Source):
     """The topics of ``spec.options`` (see :func:`sluice.spec.loader` for the settings)."""
 
     unit_name = "records"
 
     def __init__(
-        self, spec: SourceSpec, *, required: tuple[str, ...] = (), client: Any = None
+        self,
+        spec: SourceSpec,
+        *,
+        required: tuple[str, ...] = (),
+        client: Any = None,
+        connection: str | None = None,
     ) -> None:
+        """``connection`` is the URI of the Airflow connection ``source.connection`` names
+        (None when it is not defined: the first use of the broker then says so)."""
         self.spec = spec
         self.required = required
         self.topics: tuple[str, ...] = tuple(spec.option("topics", ()))
-        self.bootstrap: str = spec.option("bootstrap_servers")
+        self.bootstrap: str | None = spec.option("bootstrap_servers")
+        self.connection_id: str | None = spec.option("connection")
+        self._connection = connection
         self.per_epoch: int | None = spec.option("max_records_per_epoch")
         self.on_missing: str = spec.option("on_missing_offsets", "fail")
         self.metadata: dict[str, str] = dict(spec.option("metadata", ()))
@@ -231,27 +263,65 @@ class KafkaSource(Source):
 
     @property
     def location(self) -> str:
-        return f"kafka://{self.bootstrap}/{','.join(self.topics)}"
+        return f"kafka://{self.bootstrap or self.connection_id}/{','.join(self.topics)}"
+
+    def client_settings(self) -> dict[str, str]:
+        """The connection's settings, the spec's ``kafka:`` over them, and the spec's
+        ``bootstrap_servers`` over both (module :mod:`sluice.sources.kafka_client`)."""
+        settings: dict[str, str] = {}
+        if self.connection_id:
+            if not self._connection:
+                env = f"AIRFLOW_CONN_{self.connection_id.upper()}"
+                raise KafkaSourceError(
+                    f"kafka source {self.location}: connection {self.connection_id!r} is not "
+                    f"defined: add it in Airflow (Admin > Connections, type kafka, the client "
+                    f'settings in its extra, e.g. {{"bootstrap.servers": "host:9092"}}) or set '
+                    f"{env} / SLUICE_CONN_{self.connection_id.upper()}"
+                )
+            settings.update(connection_settings(self._connection))
+        settings.update(self.settings)
+        if self.bootstrap:
+            settings["bootstrap.servers"] = self.bootstrap
+        if not settings.get("bootstrap.servers"):
+            raise KafkaSourceError(
+                f"kafka source {self.location}: no bootstrap servers: set "
+                f"source.bootstrap_servers or bootstrap.servers in connection "
+                f"{self.connection_id!r}'s extra"
+            )
+        return settings
 
     # -- the broker (planner side) ------------------------------------------------------------
 
     def watermarks(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(earliest retained, next to be written) per (topic, partition) of the topics, from
         a short-lived consumer (closed again: no connection outlives the call)."""
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         consumer = self._client
+        refused: list[str] = []  # the broker refused our credentials (no point waiting)
+
+        def on_error(error: Any) -> None:
+            if error.code() in _AUTH_ERRORS:
+                refused.append(error.str())
+
         if consumer is None:
-            consumer = Consumer({
-                "bootstrap.servers": self.bootstrap,
-                "group.id": "sluice-planner",  # never commits: offsets live in checkpoints
-                "enable.auto.commit": False,
-                **self.settings,
-            })  # fmt: skip
+            try:
+                consumer = Consumer({
+                    **planner_settings(self.client_settings()),
+                    "group.id": "sluice-planner",  # never commits: offsets live in checkpoints
+                    "enable.auto.commit": False,
+                    "logger": _LOG,  # librdkafka's retries go to logging, not to stderr
+                    "error_cb": on_error,
+                })  # fmt: skip
+            except KafkaException as exc:  # a setting librdkafka does not take
+                raise KafkaSourceError(
+                    f"kafka source {self.location}: the client settings are refused: "
+                    f"{exc.args[0].str() if exc.args else exc}"
+                ) from None
         try:
             found: dict[tuple[str, int], tuple[int, int]] = {}
             for topic in self.topics:
-                meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
+                meta = _metadata(consumer, topic, refused).topics.get(topic)
                 if meta is None or meta.error is not None or not meta.partitions:
                     reason = meta.error if meta is not None and meta.error else "no such topic"
                     raise KafkaSourceError(
@@ -263,6 +333,12 @@ class KafkaSource(Source):
                     )
                     found[(topic, partition)] = (int(low), int(high))
             return found
+        except KafkaException as exc:  # unreachable, refused credentials, a timeout
+            error: Any = exc.args[0] if exc.args else exc
+            reason = refused[-1] if refused else getattr(error, "str", error.__str__)()
+            raise KafkaSourceError(
+                f"kafka source {self.location}: the broker did not answer the planner: {reason}"
+            ) from None
         finally:
             if consumer is not self._client:
                 consumer.close()
@@ -401,7 +477,6 @@ class KafkaSource(Source):
         parts = {t: ps for t, ps in parts.items() if ps}
         reader = (
             spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", self.bootstrap)
             .option("assign", json.dumps(parts))
             .option("startingOffsets", json.dumps(_dump({t: {p: rng.starts[t][p] for p in ps}
                                                           for t, ps in parts.items()})))
@@ -410,7 +485,11 @@ class KafkaSource(Source):
             .option("failOnDataLoss", "true")
             .option("includeHeaders", "true")
         )  # fmt: skip
-        for name, value in self.settings.items():
+        try:
+            settings = spark_settings(self.client_settings())
+        except ValueError as exc:
+            raise KafkaSourceError(f"kafka source {self.location}: {exc}") from None
+        for name, value in settings.items():
             reader = reader.option(f"kafka.{name}", value)
         rows = reader.load()
         if self.raw:  # the user's decode expressions see the Kafka row's own columns

@@ -95,6 +95,7 @@ _KAFKA_SOURCE = {
     "on_missing_offsets",
     "kafka",
     "decode",
+    "connection",
 }
 _KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 _PLUGIN_SINK = {"name", "type", "mode", "options"}
@@ -476,11 +477,22 @@ class _Checker:
             self.add("source.topics", f"{topics!r} is not a topic or a list of topics",
                      "e.g. topics: [clicks]")  # fmt: skip
             topics = None
+        connection = data.get("connection")
+        if connection is not None and not (
+            isinstance(connection, str) and NAME_RE.match(connection.lower())
+        ):
+            self.add("source.connection", f"{connection!r} is not a connection id",
+                     "the id of an Airflow connection of type kafka, "
+                     "e.g. kafka_default")  # fmt: skip
+            connection = None
         servers = data.get("bootstrap_servers")
-        if not isinstance(servers, str) or not servers:
+        servers_bad = (servers is not None or not connection) and (
+            not isinstance(servers, str) or not servers
+        )
+        if servers_bad:
             self.add("source.bootstrap_servers", f"{servers!r} is not host:port[,host:port]",
-                     "e.g. bootstrap_servers: 127.0.0.1:9092")  # fmt: skip
-            servers = None
+                     "e.g. bootstrap_servers: 127.0.0.1:9092, or name an Airflow connection "
+                     "of type kafka with connection: kafka_default")  # fmt: skip
         value_format = self.string(data, "format", "source", ("jsonl", "raw"), default="jsonl")
         schema = self.schema(data.get("schema"))
         decode = data.get("decode") or {}
@@ -530,7 +542,18 @@ class _Checker:
             self.add("source.kafka", "expected a mapping of Kafka client settings",
                      "e.g. {security.protocol: SASL_SSL}")  # fmt: skip
             settings = {}
-        if topics is None or servers is None or schema is None or missing is None:
+        from sluice.sources.kafka_client import OWNED_SETTINGS, SECRET_SETTINGS
+
+        for name in settings if isinstance(settings, dict) else ():
+            if name in SECRET_SETTINGS:
+                self.add(f"source.kafka.{name}", "is a credential: it does not belong in a spec",
+                         "put it in the extra of an Airflow connection of type kafka and name "
+                         "that with source.connection")  # fmt: skip
+            elif name in OWNED_SETTINGS or name == "bootstrap.servers":
+                self.add(f"source.kafka.{name}", "is set by Sluice",
+                         "remove it (offsets live in Sluice's checkpoints; the servers are "
+                         "source.bootstrap_servers)")  # fmt: skip
+        if topics is None or servers_bad or schema is None or missing is None:
             return None
         from sluice.sources.kafka import kafka_source_spec
 
@@ -539,6 +562,7 @@ class _Checker:
             topics,
             servers,
             schema,
+            connection=connection.lower() if connection else None,
             metadata=metadata,
             max_records_per_epoch=per_epoch,
             on_missing_offsets=missing,
