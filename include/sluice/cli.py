@@ -64,7 +64,8 @@ def _parser() -> argparse.ArgumentParser:
         "--on-missing-offsets",
         choices=("fail", "earliest"),
         default=None,
-        help="a rewind whose input is gone from the source: fail (default) or replay what is left",
+        help="input gone from the source (a rewind's, or Kafka offsets past retention): "
+        "fail (default) or go on with what is left",
     )
     cmd.set_defaults(func=_run)
     for step in ("plan", "process", "commit"):
@@ -148,7 +149,7 @@ def _spark(rt: Any) -> Any:
 def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     """``sluice run --restore-from ...``: check the request like a trigger's conf, then plan
     the first epoch with it (the run then goes on from there)."""
-    from sluice.protocol import InvalidRunRequest, RunRequest, plan_epoch
+    from sluice.protocol import InvalidRunRequest, RunRequest
 
     try:
         offsets = json.loads(args.offsets) if args.offsets else None
@@ -165,14 +166,7 @@ def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     if not any(v for k, v in conf.items() if k != "allow_state_drop"):
         return
     options = RunRequest.from_conf(rt.name, conf).resolve(rt)
-    plan = plan_epoch(
-        rt,
-        max_units=args.max_files,
-        start=options.start,
-        restored_from=options.restored_from,
-        allow_state_drop=options.allow_state_drop,
-        rewind_to=options.rewind_to,
-    )
+    plan = options.plan(rt, max_units=args.max_files)
     if plan is not None and options.rewind_to is not None:
         rewound = (plan.restored_from or {}).get("rewound", [])
         console.print(

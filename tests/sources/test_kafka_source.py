@@ -130,13 +130,11 @@ def test_a_rewind_into_deleted_offsets_is_refused_by_name_unless_earliest(
     assert "on_missing_offsets=earliest" in message
     assert sorted(i.key for i in rt.repo.store.list()) == before
 
-    earliest = _spec(local_workspace, kafka_server, topic, max_records_per_epoch=40,
-                     on_missing_offsets="earliest")  # fmt: skip
-    rt = runtime(earliest)
+    # The request's on_missing_offsets is enough: the spec still says fail.
     options = RunRequest.from_conf(
         rt.name, {"restore_from": "checkpoint", "epoch": 1, "on_missing_offsets": "earliest"}
     ).resolve(rt)
-    plan = plan_epoch(rt, restored_from=options.restored_from, rewind_to=options.rewind_to)
+    plan = options.plan(rt)
     assert plan is not None
     assert plan.source_range["gaps"] == [[topic, 0, end_1, end_1 + 5]]
     run_until_drained(rt, spark)

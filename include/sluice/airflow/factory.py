@@ -99,10 +99,10 @@ def trigger_params() -> dict[str, Param]:
             "fail",
             type="string",
             enum=list(MISSING_CHOICES),
-            title="When rewound input is gone",
-            description="fail: refuse a rewind whose input the source no longer has (the "
-            "error names it). earliest: replay what is still there; the gap is recorded in "
-            "the plan.",
+            title="When input is gone",
+            description="fail: refuse a rewind, or a plan, whose input the source no longer "
+            "has (e.g. Kafka retention; the error names it). earliest: go on with what is "
+            "still there; the gap is recorded in the plan.",
         ),
         "allow_state_drop": Param(
             False,

@@ -29,7 +29,6 @@ from sluice.protocol import (
     RunRequest,
     Runtime,
     commit_epoch,
-    plan_epoch,
     take_savepoint,
 )
 from sluice.protocol.runtime import connection_uri, connections_from_env
@@ -96,14 +95,7 @@ def plan_task(
         options = request.resolve(rt)
     except InvalidRunRequest as exc:
         raise AirflowFailException(str(exc)) from exc
-    plan = plan_epoch(
-        rt,
-        max_records=options.max_records,
-        start=options.start,
-        restored_from=options.restored_from,
-        allow_state_drop=options.allow_state_drop,
-        rewind_to=options.rewind_to,
-    )
+    plan = options.plan(rt)
     other = plan.run_id if plan is not None else None
     if other not in (None, run_id) and run_in_flight is not None and run_in_flight(other):
         raise AirflowRescheduleException(

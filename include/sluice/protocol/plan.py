@@ -38,6 +38,7 @@ def plan_epoch(
     restored_from: dict[str, Any] | None = None,
     allow_state_drop: bool = False,
     rewind_to: int | None = None,
+    on_missing_offsets: str = "fail",
 ) -> Plan | None:
     """The plan of the next epoch, or None when the source has nothing new.
 
@@ -47,6 +48,8 @@ def plan_epoch(
     ``allow_state_drop`` lets a new plan continue under a spec change that drops state
     (:mod:`sluice.protocol.upgrade`); compatible changes never need it. ``rewind_to`` starts
     a new plan from that older checkpoint (with ``restored_from`` from the run request).
+    ``on_missing_offsets="earliest"`` lets a new plan start past input the source no longer
+    has (:meth:`Source.skipping_missing_input`), whatever the spec says.
     """
     started = rt.clock()
     latest = recover(rt)
@@ -63,7 +66,7 @@ def plan_epoch(
     migration = StateMigration()
     if base is not None:
         migration = _migration(rt, base.plan.state_shape, base.epoch, allow_state_drop)
-    caps = _Caps(max_units, max_records)
+    caps = _Caps(max_units, max_records, on_missing_offsets == "earliest")
     plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
     if plan is None and base is not latest:
         assert base is not None
@@ -95,6 +98,7 @@ def plan_epoch(
 class _Caps:
     units: int | None
     records: int | None
+    skip_missing: bool = False
 
 
 def _new_plan(
@@ -109,7 +113,8 @@ def _new_plan(
 ) -> Plan | None:
     if start is None:
         start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
-    rng = rt.source.plan_range(start, caps.units, caps.records)
+    source = rt.source.skipping_missing_input() if caps.skip_missing else rt.source
+    rng = source.plan_range(start, caps.units, caps.records)
     if rng is None:
         return None
     now = rt.clock()

@@ -22,12 +22,14 @@ latest one, when there is no new input).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.protocol.exceptions import ProtocolError
 from sluice.protocol.layout import SAVEPOINT_NAME
+from sluice.protocol.model import Plan
 from sluice.protocol.runtime import Runtime
 from sluice.sources.base import Offset
 
@@ -68,6 +70,22 @@ class PlanOptions:
     restored_from: dict[str, Any] | None = None
     allow_state_drop: bool = False
     rewind_to: int | None = None  # the next epoch starts from this older checkpoint
+    on_missing_offsets: str = "fail"  # earliest: plan past input the source no longer has
+
+    def plan(self, rt: Runtime, *, max_units: int | None = None) -> Plan | None:
+        """:func:`sluice.protocol.plan_epoch` with these options."""
+        from sluice.protocol.plan import plan_epoch
+
+        return plan_epoch(
+            rt,
+            max_units=max_units,
+            max_records=self.max_records,
+            start=self.start,
+            restored_from=self.restored_from,
+            allow_state_drop=self.allow_state_drop,
+            rewind_to=self.rewind_to,
+            on_missing_offsets=self.on_missing_offsets,
+        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +145,10 @@ class RunRequest:
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
         options. Raises :class:`InvalidRunRequest`."""
+        options = self._resolve(rt)
+        return dataclasses.replace(options, on_missing_offsets=self.on_missing_offsets)
+
+    def _resolve(self, rt: Runtime) -> PlanOptions:
         if self.take_savepoint is not None and rt.repo.savepoint(self.take_savepoint):
             taken = rt.repo.savepoint(self.take_savepoint)
             raise InvalidRunRequest(

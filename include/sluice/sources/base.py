@@ -113,6 +113,12 @@ class Source(ABC):
         refused unless the request allows skipping it. Default: nothing is ever missing."""
         return []
 
+    def skipping_missing_input(self) -> Source:
+        """This source told to plan past input it no longer has, from what is left (a run
+        request said ``on_missing_offsets: earliest``), recording the gap in the range.
+        Default: the source itself (it never refuses to plan over missing input)."""
+        return self
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back

@@ -27,6 +27,7 @@ dead letters' ``raw`` is then the value in base64.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -260,6 +261,13 @@ class KafkaSource(Source):
         self.raw = spec.option("value_format", "jsonl") == "raw"
         self.decode: dict[str, str] = dict(spec.option("decode", ()))
         self._client = client
+
+    def skipping_missing_input(self) -> KafkaSource:
+        if self.on_missing == "earliest":
+            return self
+        skipping = copy.copy(self)
+        skipping.on_missing = "earliest"
+        return skipping
 
     @property
     def location(self) -> str:
