@@ -72,6 +72,7 @@ def main() -> int:
                         producer.poll(0.1)
                 records += 1
         producer.flush(120)
+        del producer  # closed before the broker stops (it would retry and log refusals)
         produce_s = time.perf_counter() - started
         spark = spark_session("sluice-kafka-bench")
         rows = []
