@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars kafka-jars run test chaos sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jars kafka-jars run test chaos chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
@@ -64,7 +64,7 @@ java-check:
 # free loopback ports. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check
+test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check chromium-check
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 chaos: java-check $(INSTALLED) jars kafka-jars postgres-check
@@ -85,6 +85,10 @@ airflow-stop:
 # A PostgreSQL server for the tests' Airflow metadata DB (the tests start their own on loopback).
 postgres-check:
 	scripts/install-postgres.sh
+
+# Debian's chromium for the monitor's browser tests (playwright drives /usr/bin/chromium).
+chromium-check:
+	scripts/install-chromium.sh
 
 # Debian's docker-compose validates docker-compose.yaml in the tests (no engine needed).
 compose-check:

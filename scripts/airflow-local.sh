@@ -36,6 +36,7 @@ PASSWORD=$("$BIN/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))
 
 export AIRFLOW_HOME=$HOME_DIR
 export AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
+export AIRFLOW__CORE__PLUGINS_FOLDER=$ROOT/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
@@ -79,6 +80,7 @@ for _ in $(seq 1 180); do
 
   Airflow UI:  $URL   (login: admin / $PASSWORD)
   DAG:         $URL/dags/sluice__clicks_per_minute  (runs every minute; Trigger for a form)
+  checkpoints: $URL/dags/sluice__clicks_per_minute/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
   data:        $SLUICE_DATA
   history:     SLUICE_DATA=$SLUICE_DATA .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
   logs:        $HOME_DIR/logs/

@@ -79,7 +79,7 @@ def run_with_progress(
     """Run epochs until drained, with a progress bar over the input files."""
     from sluice.protocol import run_until_drained
 
-    pending = _pending_units(rt)
+    pending = pending_units(rt)
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -112,7 +112,7 @@ def run_with_progress(
         )
 
 
-def _pending_units(rt: Runtime) -> int | None:
+def pending_units(rt: Runtime) -> int | None:
     """Units after the next epoch's start: its stored plan's (a rewind starts further back),
     else the latest checkpoint's end."""
     latest = rt.repo.latest_checkpoint()
@@ -126,23 +126,41 @@ def _pending_units(rt: Runtime) -> int | None:
     return rt.source.pending_units(start)
 
 
-def checkpoint_rows(rt: Runtime) -> list[dict[str, Any]]:
-    """One row per stored epoch: status, offsets, counts, watermark and durations."""
+def checkpoint_rows(
+    rt: Runtime,
+    *,
+    cached: Callable[[int], dict[str, Any] | None] | None = None,
+    keep: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One row per stored epoch: status, offsets, counts, watermark and durations.
+
+    ``cached(epoch)`` may return an epoch's row from an earlier call (the row of an epoch
+    whose sinks committed never changes); ``keep(row)`` is offered every row read."""
     rows = []
     named: dict[int, list[str]] = {}
     for savepoint in rt.repo.savepoints():
         named.setdefault(savepoint.epoch, []).append(savepoint.name)
-    rewinds = rt.repo.rewinds()
-    rewound = rt.repo.rewound()
     for epoch, names in sorted(rt.repo.epochs().items()):
-        row = _epoch_row(rt, epoch, names)
+        row = cached(epoch) if cached else None
+        if row is None:
+            row = _epoch_row(rt, epoch, names)
+            if keep:
+                keep(dict(row))
+        rows.append(row)
+    # As Repository.rewinds() / rewound(), from the rows' plans (read once, above).
+    rewinds = {r["epoch"]: r["retract_after"] for r in rows if r.get("retract_after") is not None}
+    rewound: dict[int, int] = {}
+    for first, after in rewinds.items():
+        for epoch in range(after + 1, first):
+            rewound.setdefault(epoch, first)
+    for row in rows:
+        epoch = row["epoch"]
         if epoch in named:
             row["savepoints"] = named[epoch]
         if epoch in rewinds:
             row["rewinds_to"] = rewinds[epoch]
         if epoch in rewound:
             row["rewound_by"] = rewound[epoch]
-        rows.append(row)
     return rows
 
 
@@ -186,13 +204,18 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
             start=_offset(rt, plan.start_offset),
             end=_offset(rt, plan.end_offset),
             plan_seconds=plan.plan_seconds,
+            planned_at=plan.created_at,
+            run_id=plan.run_id,
+            retract_after=(plan.restored_from or {}).get("retract_after"),
         )
     if checkpoint is None:
         statuses = {a.status for a in rt.repo.attempts(epoch)}
-        for status in (AttemptStatus.PREPARED, AttemptStatus.STARTED, AttemptStatus.FAILED):
+        order = (AttemptStatus.PREPARED, AttemptStatus.STARTED, AttemptStatus.FAILED,
+                 AttemptStatus.ABORTED)  # fmt: skip
+        for status in order:
             if status in statuses:
                 row["status"] = {"prepared": "prepared", "started": "processing"}.get(
-                    status.value, "failed"
+                    status.value, status.value
                 )
                 break
         return row
@@ -207,6 +230,9 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         reconciles=result.stats.records_read
         == result.stats.accepted + result.stats.late + result.stats.dead + result.stats.filtered,
         run_id=checkpoint.run_id,
+        committed_at=checkpoint.committed_at,
+        watermark_us=result.watermark_us,
+        state_rows=result.state.rows,
     )
     return row
 

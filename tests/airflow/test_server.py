@@ -4,8 +4,10 @@ Runs are triggered through the REST API with conf, as the UI's trigger form does
 (SIGKILL) injected in ``commit`` of epoch 2 makes Airflow retry only ``commit``, which
 finishes the commit without reprocessing; the output is still exactly the reference. Bad conf
 is refused (at trigger time when its shape is wrong, by ``plan`` when it names a checkpoint
-that does not exist) and writes nothing. In make chaos: a rewind triggered with
-``restore_from=checkpoint`` of epoch 1 replays the rest, and the output is the reference again.
+that does not exist) and writes nothing. The checkpoint monitor's pages show the history in
+headless Chromium and refuse requests without a session or permission. In make chaos: a
+rewind triggered with ``restore_from=checkpoint`` of epoch 1 replays the rest, and the output
+is the reference again.
 """
 
 from __future__ import annotations
@@ -107,6 +109,21 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     saved = rt.repo.savepoint("before-v2")
     assert saved is not None and saved.epoch == latest and run_id in saved.note
     assert server.task_instances(DAG_ID, run_id)["process"]["state"] == "skipped"
+
+    # The checkpoint monitor (plugins/): refusals, and the history in a real browser.
+    from playwright.sync_api import sync_playwright
+
+    from tests.airflow.test_monitor_ui import ARTIFACTS, history_matches, refusals, signed_in
+
+    refusals(server, f"{server.url}/sluice", DAG_ID)
+    with sync_playwright() as p:
+        page = signed_in(p, server)
+        page.goto(f"{server.url}/sluice/pipelines/{DAG_ID}")
+        history_matches(page, rt, rt.repo.committed_epochs())
+        assert page.locator('tr[data-savepoint="before-v2"]').count() == 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "e2e-pipeline.png"), full_page=True)
+        page.context.browser.close()
 
 
 @pytest.mark.slow

@@ -1,0 +1,219 @@
+"""The checkpoint monitor, served by Airflow's API server (plugins/sluice_monitor.py mounts
+:func:`create_app` at ``/sluice``; docs/monitor.md).
+
+Airflow does not protect plugin routes, so every route here does it itself, with Airflow's
+own machinery:
+
+* the user comes from Airflow's session, the JWT in the ``_token`` cookie the UI sets at login,
+  or an ``Authorization: Bearer`` token (``airflow.api_fastapi.core_api.security.get_user``).
+  No valid session gives 401;
+* the auth manager decides. Reading a pipeline needs GET on its DAG. Taking a savepoint or
+  restoring needs POST on the DAG's runs, which is what triggering it needs. Otherwise 403;
+* actions are form POSTs from the same origin. A cross-site POST is refused with 403: the
+  Origin, or else the Referer, must be this server;
+* an action triggers the pipeline's DAG through Airflow's REST API with the user's own token.
+  Airflow records the run as theirs and checks the conf like any trigger.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from airflow.api_fastapi.core_api.security import get_user
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from sluice.monitor import HISTORY_ROWS, HistoryCache, PipelineView, pipeline_view, render_overview
+from sluice.monitor import render_pipeline as _render_pipeline
+
+__all__ = ["create_app"]
+
+TRIGGER_TIMEOUT_S = 30.0
+# The signed-in Airflow user (401 without a valid session or token).
+User = Annotated[Any, Depends(get_user)]
+
+
+def create_app(pipelines_dir: str | Path) -> Any:
+    """The FastAPI app of the monitor over the specs in ``pipelines_dir`` (one DAG each)."""
+    app = FastAPI(title="Sluice checkpoint monitor", docs_url=None, redoc_url=None)
+    folder = Path(pipelines_dir)
+    cache = HistoryCache()
+    lock = threading.Lock()
+
+    def pipelines() -> dict[str, Path]:
+        from sluice.airflow.factory import dag_id
+        from sluice.spec import load_spec
+
+        found: dict[str, Path] = {}
+        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            try:
+                found[dag_id(load_spec(path).name)] = path
+            except Exception:  # an invalid spec is Airflow's import error, not ours
+                found[f"?{path.name}"] = path
+        return found
+
+    def allowed(user: Any, dag: str, method: str) -> bool:
+        from airflow.api_fastapi.app import get_auth_manager
+        from airflow.api_fastapi.auth.managers.models.resource_details import (
+            DagAccessEntity,
+            DagDetails,
+        )
+
+        entity = DagAccessEntity.RUN if method == "POST" else None
+        return bool(
+            get_auth_manager().is_authorized_dag(
+                method=method,  # type: ignore[arg-type]
+                user=user,
+                access_entity=entity,
+                details=DagDetails(id=dag),
+            )
+        )
+
+    def view(dag: str, user: Any) -> tuple[PipelineView, Path]:
+        if not allowed(user, dag, "GET"):
+            raise HTTPException(403, f"you may not read DAG {dag}")
+        path = pipelines().get(dag)
+        if path is None:
+            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
+        rt = _runtime(path)
+        with lock:
+            return pipeline_view(rt, dag, cache=cache, spec_file=str(path)), path
+
+    @app.get("/", response_class=HTMLResponse)
+    def overview(user: User) -> str:
+        views, broken = [], []
+        for dag, path in pipelines().items():
+            if dag.startswith("?") or not allowed(user, dag, "GET"):
+                continue
+            try:
+                with lock:
+                    views.append(pipeline_view(_runtime(path), dag, cache=cache))
+            except Exception as exc:
+                broken.append((dag, f"{type(exc).__name__}: {exc}"))
+        return render_overview(views, broken)
+
+    @app.get("/pipelines/{dag}", response_class=HTMLResponse)
+    def pipeline_page(
+        dag: str, user: User, message: str | None = None, error: str | None = None,
+        all: bool = False,
+    ) -> str:  # fmt: skip
+        page, _ = view(dag, user)
+        limit = None if all else HISTORY_ROWS
+        can_act = allowed(user, dag, "POST")
+        return _render_pipeline(page, can_act=can_act, message=message, error=error,
+                                history_limit=limit)  # fmt: skip
+
+    @app.get("/api/pipelines/{dag}")
+    def pipeline_json(dag: str, user: User) -> dict[str, Any]:
+        page, path = view(dag, user)
+        return {
+            "pipeline": page.name, "dag_id": dag, "spec": path.name, "lag": page.lag,
+            "unit": page.unit_name, "health": page.health().__dict__, "epochs": page.rows,
+            "savepoints": page.savepoints, "load_seconds": page.load_seconds,
+        }  # fmt: skip
+
+    def act(request: Request, dag: str, user: Any, conf: dict[str, Any]) -> RedirectResponse:
+        _same_origin(request)
+        if not allowed(user, dag, "GET") or not allowed(user, dag, "POST"):
+            raise HTTPException(403, f"you may not trigger DAG {dag}")
+        if dag not in pipelines():
+            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
+        ok, text = _trigger(request, dag, conf)
+        key = "message" if ok else "error"
+        back = f"../{quote(dag, safe='')}?{urlencode({key: text})}"
+        return RedirectResponse(back, status_code=303)
+
+    @app.post("/pipelines/{dag}/savepoint")
+    def take_savepoint(
+        request: Request, dag: str, name: Annotated[str, Form()], user: User
+    ) -> RedirectResponse:
+        return act(request, dag, user, {"take_savepoint": name.strip()})
+
+    @app.post("/pipelines/{dag}/restore")
+    def restore(
+        request: Request, dag: str, kind: Annotated[str, Form()], user: User,
+        epoch: Annotated[int | None, Form()] = None,
+        savepoint: Annotated[str | None, Form()] = None,
+    ) -> RedirectResponse:  # fmt: skip
+        if kind == "checkpoint" and epoch is not None:
+            conf: dict[str, Any] = {"restore_from": "checkpoint", "epoch": epoch}
+        elif kind == "savepoint" and savepoint:
+            conf = {"restore_from": "savepoint", "savepoint": savepoint}
+        else:
+            raise HTTPException(400, "restore needs kind=checkpoint with epoch, or "
+                                     "kind=savepoint with savepoint")  # fmt: skip
+        return act(request, dag, user, conf)
+
+    return app
+
+
+def _runtime(path: Path) -> Any:
+    import time
+    import uuid
+
+    from sluice.airflow.tasks import spec_connections
+    from sluice.protocol import Runtime
+    from sluice.spec import load_spec
+
+    spec = load_spec(path)
+    return Runtime.build(
+        spec,
+        clock=time.time,
+        new_attempt_id=lambda: uuid.uuid4().hex[:12],
+        connections=spec_connections(spec),
+    )
+
+
+def _same_origin(request: Any) -> None:
+    """Refuse a cross-site form POST: Origin (else Referer) must be this server."""
+    own = f"{request.url.scheme}://{request.url.netloc}"
+    origin = request.headers.get("origin")
+    if origin is None and request.headers.get("referer"):
+        parts = urlsplit(request.headers["referer"])
+        origin = f"{parts.scheme}://{parts.netloc}"
+    if origin != own:
+        raise HTTPException(403, "actions must come from the monitor's own pages")
+
+
+def _token(request: Any) -> str:
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return str(header[7:])
+    return str(request.cookies.get(COOKIE_NAME_JWT_TOKEN, ""))
+
+
+def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
+    """Trigger ``dag`` with ``conf`` through Airflow's REST API as the requesting user."""
+    import httpx
+    from airflow.configuration import conf as airflow_conf
+
+    base = (airflow_conf.get("api", "base_url", fallback="") or "").rstrip("/")
+    if not base:
+        base = f"{request.url.scheme}://{request.url.netloc}"
+    response = httpx.post(
+        f"{base}/api/v2/dags/{quote(dag, safe='')}/dagRuns",
+        json={"logical_date": None, "conf": conf},
+        headers={"Authorization": f"Bearer {_token(request)}"},
+        timeout=TRIGGER_TIMEOUT_S,
+    )
+    if response.status_code in (200, 201):
+        run = response.json().get("dag_run_id")
+        return True, f"triggered run {run} with conf {conf}"
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        detail = response.text
+    return False, f"Airflow refused the trigger ({response.status_code}): {detail}"
+
+
+def default_pipelines_dir(repo_root: Path) -> Path:
+    """Where the DAG file finds the specs: ``$SLUICE_PIPELINES_DIR`` or include/pipelines."""
+    from sluice.airflow import PIPELINES_DIR_ENV
+
+    return Path(os.environ.get(PIPELINES_DIR_ENV) or repo_root / "include" / "pipelines")

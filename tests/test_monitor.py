@@ -1,0 +1,135 @@
+"""The checkpoint monitor's pages over real checkpoints (sluice.monitor; the Airflow side and
+the browser are in tests/airflow/test_monitor_ui.py)."""
+
+from __future__ import annotations
+
+import re
+import time
+from html.parser import HTMLParser
+from typing import Any
+
+from sluice.demo import render_click_files
+from sluice.monitor import (
+    HistoryCache,
+    PipelineView,
+    pipeline_view,
+    render_overview,
+    render_pipeline,
+)
+from sluice.protocol import run_until_drained, take_savepoint
+
+from tests.fixtures.history import clone_history
+from tests.fixtures.pipelines import click_spec, runtime
+
+FILES = render_click_files(files=6, events_per_file=40, seed=11)
+
+
+class _Table(HTMLParser):
+    """The cells of each ``data-epoch`` row of the history table."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[int, dict[str, str]] = {}
+        self._row: int | None = None
+        self._col: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "tr" and a.get("data-epoch"):
+            self._row = int(a["data-epoch"] or 0)
+            self.rows[self._row] = {"status": a.get("data-status") or ""}
+        elif tag == "td" and self._row is not None and a.get("data-col"):
+            self._col = a["data-col"]
+
+    def handle_data(self, data: str) -> None:
+        if self._row is not None and self._col:
+            self.rows[self._row][self._col] = data.strip()
+            self._col = None
+
+
+def _history(page: str) -> dict[int, dict[str, str]]:
+    parser = _Table()
+    parser.feed(page)
+    return parser.rows
+
+
+def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints(
+    spark: Any, local_workspace: Any
+) -> None:
+    local_workspace.put_files(FILES)
+    spec = click_spec(local_workspace)
+    rt = runtime(spec)
+    run_until_drained(rt, spark, max_units=lambda i: 2)
+    take_savepoint(rt, "before_upgrade", note="for the test")
+    view = pipeline_view(rt, "sluice__clicks", cache=HistoryCache())
+
+    assert [r["epoch"] for r in view.committed] == [1, 2, 3]
+    assert view.lag == 0 and view.health().state == "ok"
+    page = render_pipeline(view, can_act=True)
+    shown = _history(page)
+    for epoch in (1, 2, 3):
+        stats = rt.repo.checkpoint(epoch).result.stats  # type: ignore[union-attr]
+        assert shown[epoch] == {
+            "status": "sinks committed",
+            "in": f"{stats.records_read:,}",
+            "out": f"{stats.windows_emitted:,}",
+            "late": f"{stats.late:,}",
+            "dead": f"{stats.dead:,}",
+        }
+    assert len(re.findall(r"<svg ", page)) == 4
+    assert 'data-savepoint="before_upgrade"' in page
+    assert 'id="take-savepoint"' in page and 'id="restore-checkpoint"' in page
+    read_only = render_pipeline(view, can_act=False)
+    assert 'id="read-only"' in read_only and "<form" not in read_only
+    overview = render_overview([view])
+    assert 'data-pipeline="clicks"' in overview and 'href="pipelines/sluice__clicks"' in overview
+
+
+def test_a_thousand_epochs_render_and_a_second_load_reads_only_what_is_new(
+    spark: Any, local_workspace: Any
+) -> None:
+    local_workspace.put_files(FILES[:1])
+    rt = runtime(click_spec(local_workspace))
+    run_until_drained(rt, spark)
+    clone_history(rt.repo, 1, 1000)
+    cache = HistoryCache()
+
+    started = time.perf_counter()
+    cold = pipeline_view(rt, "sluice__clicks", cache=cache)
+    cold_page = render_pipeline(cold, can_act=True)
+    cold_s = time.perf_counter() - started
+    reads: list[str] = []
+    get = rt.repo.store.get
+    rt.repo.store.get = lambda key: (reads.append(key), get(key))[1]  # type: ignore[method-assign]
+    started = time.perf_counter()
+    warm = pipeline_view(rt, "sluice__clicks", cache=cache)
+    warm_page = render_pipeline(warm, can_act=True)
+    warm_s = time.perf_counter() - started
+    print(f"\n1000 epochs: first load {cold_s:.2f} s, second {warm_s:.2f} s, "
+          f"page {len(warm_page) / 1024:.0f} KiB")  # fmt: skip
+
+    assert len(_history(cold_page)) == 200 and 'id="more"' in cold_page
+    assert len(_history(render_pipeline(warm, can_act=True, history_limit=None))) == 1000
+    assert warm.rows == cold.rows
+    # only the latest checkpoint and the next plan are read again (for the lag)
+    assert sorted(k for k in reads if k.startswith("epochs/")) == [
+        "epochs/000000001000/checkpoint.json",
+        "epochs/000000001001/plan.json",
+    ]
+
+
+def test_health_compares_the_last_commit_with_the_interval_and_sees_failing_epochs() -> None:
+    def view(rows: list[dict[str, Any]], now: float) -> Any:
+        return PipelineView("p", "sluice__p", 60.0, "files", rows, [], 0, now)
+
+    done = {"status": "sinks committed", "committed_at": 1000.0, "late": 2, "dead": 1}
+    rows = [{"epoch": 1, **done}, {"epoch": 2, **done, "committed_at": 1060.0}]
+    assert view([], 0).health().state == "idle"
+    ok = view(rows, now=1100.0).health()
+    assert (ok.state, ok.last_commit_age_s, ok.late, ok.dead) == ("ok", 40.0, 4, 2)
+    assert view(rows, now=1060.0 + 121).health().state == "behind"
+    failing = view([*rows, {"epoch": 3, "status": "failed"}], now=1100.0).health()
+    assert (failing.state, failing.failed_epochs) == ("failing", 1)
+    assert "epoch 3 failed" in failing.text
+    page = render_overview([view([*rows, {"epoch": 3, "status": "failed"}], now=1100.0)])
+    assert '<span class="pill failing">failing</span>' in page
