@@ -35,6 +35,10 @@ LONGEST_FIRST = (
     "tests/integration/test_nexmark_queries.py",
     "tests/integration/test_sessions.py",
     "tests/keyed/test_keyed_pipelines.py",
+    "tests/sources/test_kafka_source.py",
+    "tests/sources/test_kafka_security.py",
+    "tests/protocol/test_rewind.py",
+    "tests/test_monitor.py",
 )
 
 

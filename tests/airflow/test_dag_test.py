@@ -79,6 +79,10 @@ def test_three_runs_commit_three_epochs_equal_to_reference(pipeline: tuple[Any, 
     assert all(e["records_read"] == e["accepted"] + e["late"] + e["dead"] for e in events)
 
 
+# make chaos: tests/airflow/test_server.py checks the same refusals on a real Airflow in
+# make test (a malformed conf refused at trigger time, an unknown checkpoint failing plan
+# without retries and writing nothing); this is the dag.test() path of them (~60 s).
+@pytest.mark.slow
 def test_bad_trigger_conf_fails_and_writes_nothing(pipeline: tuple[Any, Any]) -> None:
     spec, dag = pipeline
     assert dag.test().state == "success"  # epoch 1
