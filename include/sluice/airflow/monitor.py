@@ -152,20 +152,9 @@ def create_app(pipelines_dir: str | Path) -> Any:
 
 
 def _runtime(path: Path) -> Any:
-    import time
-    import uuid
+    from sluice.airflow.tasks import runtime_for
 
-    from sluice.airflow.tasks import spec_connections
-    from sluice.protocol import Runtime
-    from sluice.spec import load_spec
-
-    spec = load_spec(path)
-    return Runtime.build(
-        spec,
-        clock=time.time,
-        new_attempt_id=lambda: uuid.uuid4().hex[:12],
-        connections=spec_connections(spec),
-    )
+    return runtime_for(str(path), None)  # what the DAG's tasks open (connections included)
 
 
 def _same_origin(request: Any) -> None:
