@@ -18,7 +18,6 @@ from sluice.protocol import (
     InvalidRunRequest,
     ProtocolError,
     RunRequest,
-    plan_epoch,
     run_until_drained,
     take_savepoint,
 )
@@ -43,14 +42,7 @@ KEYS = ["user", "window_start"]
 
 def _rewind(rt: Any, conf: dict[str, Any], max_units: int | None = 1) -> Any:
     """What the plan task does with a trigger conf."""
-    options = RunRequest.from_conf(rt.name, conf).resolve(rt)
-    return plan_epoch(
-        rt,
-        max_units=max_units,
-        restored_from=options.restored_from,
-        allow_state_drop=options.allow_state_drop,
-        rewind_to=options.rewind_to,
-    )
+    return RunRequest.from_conf(rt.name, conf).resolve(rt).plan(rt, max_units=max_units)
 
 
 def _check(spec: Any, files: list[tuple[str, bytes]]) -> None:
