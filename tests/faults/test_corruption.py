@@ -116,3 +116,48 @@ def test_corrupt_plan_of_uncommitted_epoch(spark: Any, workspace: Any, tmp_path:
         lambda: run_until_drained(fresh, spark, max_units=2),
     )  # fmt: skip
     assert fresh.repo.checkpoint(3) is None
+
+
+# S3 fingerprints are the server's ETags, local ones SHA-256: one damage on each in make test.
+STATE_DAMAGE = [
+    pytest.param("s3", "truncated", id="s3-truncated"),
+    pytest.param("local", "altered", id="local-altered"),
+    pytest.param("local", "missing", id="local-missing", marks=pytest.mark.slow),
+    pytest.param("s3", "altered", id="s3-altered", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("workspace", "damage"), STATE_DAMAGE, indirect=["workspace"])
+def test_damaged_state_file(spark: Any, workspace: Any, tmp_path: Path, damage: str) -> None:
+    """The state snapshot of checkpoint 2 is Parquet written by Spark; the checkpoint records
+    each file's size and digest, so the next epoch refuses to read a damaged one."""
+    spec, rt, spec_path = _two_epochs(spark, workspace, tmp_path)
+    checkpoint = rt.repo.checkpoint(2)
+    assert checkpoint is not None and checkpoint.result.state.files
+    prefix = checkpoint.result.state.uri[len(rt.repo.store.uri()) + 1 :] + "/"
+    key = next(prefix + name for name, _ in checkpoint.result.state.files if "part-" in name)
+    original = rt.repo.store.get(key)
+    if damage == "truncated":
+        rt.repo.store.put(key, original[: len(original) - 100])
+    elif damage == "altered":  # same size, one byte changed
+        pos = len(original) // 2
+        rt.repo.store.put(key, original[:pos] + bytes([original[pos] ^ 1]) + original[pos + 1 :])
+    else:
+        rt.repo.store.delete(key)
+
+    fresh = runtime(spec)
+    assert plan_epoch(fresh, max_units=2) is not None  # the plan only refers to the snapshot
+    with pytest.raises(CorruptObject, match="corrupt state: state file") as caught:
+        process_epoch(fresh, spark, 3)
+    assert caught.value.uri == rt.repo.store.uri(key)
+    assert fresh.repo.checkpoint(3) is None
+    if damage != "truncated":
+        return  # the CLI's report (a new JVM, ~20 s) is checked once
+    env = dict(os.environ, COLUMNS="1000", SLUICE_SPARK_MASTER="local[1]")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", "run", str(spec_path), "--quiet"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout
+    assert key in " ".join(proc.stderr.split()), proc.stderr[-3000:]
+    assert fresh.repo.checkpoint(3) is None

@@ -46,17 +46,30 @@ _NEXT = {
 
 @dataclass(frozen=True)
 class StateRef:
-    """Where a window-state snapshot lives; ``uri`` is None for an empty state."""
+    """Where a window-state snapshot lives; ``uri`` is None for an empty state.
+
+    ``files`` fingerprints every object of the snapshot (name under ``uri`` -> size and
+    digest), so a truncated, altered, missing or extra file is found before the state is read.
+    None in checkpoints written before fingerprints existed (not checked)."""
 
     uri: str | None = None
     rows: int = 0
+    files: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"uri": self.uri, "rows": self.rows}
+        body: dict[str, Any] = {"uri": self.uri, "rows": self.rows}
+        if self.files is not None:
+            body["files"] = dict(self.files)
+        return body
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StateRef:
-        return cls(data.get("uri"), int(data.get("rows", 0)))
+        files = data.get("files")
+        return cls(
+            data.get("uri"),
+            int(data.get("rows", 0)),
+            None if files is None else tuple(sorted(files.items())),
+        )
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
-from sluice.storage import to_spark_uri
+from sluice.storage import CorruptObject, to_spark_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -209,9 +209,29 @@ def _write(
 def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> StateRef:
     if frames.state is None or frames.state_rows == 0:
         return StateRef()
-    uri = rt.repo.store.uri(layout.state_prefix(epoch, attempt).rstrip("/"))
+    prefix = layout.state_prefix(epoch, attempt)
+    uri = rt.repo.store.uri(prefix.rstrip("/"))
     frames.state.write.mode("errorifexists").parquet(to_spark_uri(uri))
-    return StateRef(uri, frames.state_rows)
+    found = rt.repo.store.fingerprints(prefix)
+    return StateRef(uri, frames.state_rows, tuple((k[len(prefix) :], v) for k, v in found.items()))
+
+
+def verify_state(rt: Runtime, ref: StateRef) -> None:
+    """Raise :class:`CorruptObject` naming the first state file that is missing, extra or not
+    the one its checkpoint recorded (size and digest)."""
+    if ref.uri is None or ref.files is None:
+        return
+    store = rt.repo.store
+    prefix = ref.uri[len(store.uri()) + 1 :] + "/"
+    found = {k[len(prefix) :]: v for k, v in store.fingerprints(prefix).items()}
+    for name, recorded in ref.files:
+        now = found.pop(name, None)
+        if now != recorded:
+            reason = "missing" if now is None else f"is {now}, the checkpoint recorded {recorded}"
+            raise CorruptObject(store.uri(prefix + name), f"state file {reason}", "state")
+    if found:
+        extra = min(found)
+        raise CorruptObject(store.uri(prefix + extra), "not part of the recorded state", "state")
 
 
 def read_state(
@@ -224,6 +244,7 @@ def read_state(
     schema (derived key columns have no declared type); the columns are put in state order."""
     if ref.uri is None or ref.rows == 0:
         return None
+    verify_state(rt, ref)
     migration = migration or StateMigration()
     frame = spark.read.parquet(to_spark_uri(ref.uri))
     return align_state(rt.spec, frame, migration.reset_aggregates, migration.reset_states)

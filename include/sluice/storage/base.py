@@ -23,6 +23,7 @@ Contract (the engine's exactly-once argument rests on it):
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -89,6 +90,14 @@ class ObjectStore(ABC):
         for info in infos:
             self.delete(info.key)
         return len(infos)
+
+    def fingerprints(self, prefix: str) -> dict[str, str]:
+        """``{key: "<size>:<digest>"}`` for every object under ``prefix``: it changes when an
+        object is rewritten, truncated or altered. Here a SHA-256 of the bytes."""
+        return {
+            info.key: f"{info.size}:sha256:{hashlib.sha256(self.get(info.key)).hexdigest()}"
+            for info in self.list(prefix)
+        }
 
     def uri(self, key: str = "") -> str:
         """The full URI of ``key`` (``s3://bucket/prefix/key`` or ``file:///abs/key``)."""

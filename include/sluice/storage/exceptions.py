@@ -37,10 +37,11 @@ class ObjectAlreadyExists(StorageError):
 
 
 class CorruptObject(StorageError):
-    """A manifest failed to parse or its checksum does not match its content."""
+    """A manifest failed to parse or its checksum does not match its content (or a state file
+    differs from what its checkpoint recorded)."""
 
-    def __init__(self, uri: str, reason: str) -> None:
-        super().__init__(uri, f"corrupt manifest: {reason}")
+    def __init__(self, uri: str, reason: str, what: str = "manifest") -> None:
+        super().__init__(uri, f"corrupt {what}: {reason}")
         self.reason = reason
 
 

@@ -124,10 +124,19 @@ class S3ObjectStore(ObjectStore):
         self._check_prefix(prefix)
         infos = [
             ObjectInfo(key, size)
-            for key, size in self._list_raw(prefix)
+            for key, size, _etag in self._list_raw(prefix)
             if key_problem(key) is None  # directory markers ("a/") and hidden names
         ]
         return sorted(infos, key=lambda info: info.key.encode())
+
+    def fingerprints(self, prefix: str) -> dict[str, str]:
+        """The server's ETag (an MD5 of the content, or of its parts): one LIST, no download."""
+        self._check_prefix(prefix)
+        return {
+            key: f"{size}:etag:{etag.strip(chr(34))}"
+            for key, size, etag in self._list_raw(prefix)
+            if key_problem(key) is None
+        }
 
     def delete(self, key: str) -> None:
         self._call("delete_object", key, Key=self._full(key))
@@ -149,7 +158,7 @@ class S3ObjectStore(ObjectStore):
     def delete_prefix(self, prefix: str) -> int:
         """Batched ``DeleteObjects``; also removes markers and hidden keys under the prefix."""
         self._check_prefix(prefix)
-        keys = [self._full_raw(key) for key, _size in self._list_raw(prefix)]
+        keys = [self._full_raw(key) for key, _size, _etag in self._list_raw(prefix)]
         for start in range(0, len(keys), DELETE_BATCH):
             self._delete_batch(prefix, keys[start : start + DELETE_BATCH])
         return len(keys)
@@ -166,14 +175,15 @@ class S3ObjectStore(ObjectStore):
     def _full_raw(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
-    def _list_raw(self, prefix: str) -> Iterator[tuple[str, int]]:
-        """(key relative to the store, size) of every object under ``prefix``, server order."""
+    def _list_raw(self, prefix: str) -> Iterator[tuple[str, int, str]]:
+        """(key relative to the store, size, ETag) of every object under ``prefix``, in the
+        server's order."""
         root = f"{self.prefix}/" if self.prefix else ""
         paginator = self._client.get_paginator("list_objects_v2")
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=root + prefix):
                 for obj in page.get("Contents", []):
-                    yield obj["Key"][len(root) :], int(obj["Size"])
+                    yield obj["Key"][len(root) :], int(obj["Size"]), obj.get("ETag", "")
         except ClientError as exc:
             raise self._translate("list_objects_v2", prefix, exc) from exc
         except BotoCoreError as exc:
