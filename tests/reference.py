@@ -395,6 +395,11 @@ def _equal(a: Any, b: Any, float_rel: float, float_abs: float) -> bool:
     return bool(a == b)
 
 
+def row_key(row: dict[str, Any], keys: list[str] | tuple[str, ...]) -> tuple[Any, ...]:
+    """``row``'s values of ``keys``, normalised as :func:`compare_rows` matches them."""
+    return tuple(_normalise(row[k]) for k in keys)
+
+
 def compare_rows(
     actual: list[dict[str, Any]],
     expected: list[dict[str, Any]],
