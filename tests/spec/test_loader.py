@@ -309,7 +309,7 @@ def test_sibling_with_common_prefix_is_not_inside(tmp_path: Path) -> None:
 def test_late_sink_inside_source_via_file_uri(tmp_path: Path) -> None:
     data = base(tmp_path)
     data["late_records"] = {"type": "files", "path": (tmp_path / "in" / "late").as_uri()}
-    problem, _ = only_problem(data, "sinks.late_records.path")
+    problem, _ = only_problem(data, "late_records.path")
     assert "inside the source path" in problem
 
 

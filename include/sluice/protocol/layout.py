@@ -25,7 +25,7 @@ _EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
 _STATE_KEY = re.compile(r"^state/(\d{12})-")
 _RETIRED_KEY = re.compile(r"^retired/(\d{12})\.json$")
 # a savepoint name: what a person types, safe as one object-key segment
-SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")  # "$" allows a final "\n"
 
 
 def _epoch_dir(epoch: int) -> str:

@@ -139,12 +139,7 @@ def _delete_epoch_documents(rt: Runtime, epoch: int, names: set[str]) -> int:
 
 def take_savepoint(rt: Runtime, name: str, epoch: int | None = None, note: str = "") -> Savepoint:
     """Point ``name`` at committed checkpoint ``epoch`` (default: the latest)."""
-    if not layout.SAVEPOINT_NAME.match(name or ""):
-        raise SavepointError(
-            rt.name,
-            name,
-            "a name is 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit",
-        )
+    _check_name(rt, name)
     epoch = epoch if epoch is not None else rt.repo.latest_epoch()
     if epoch == 0:
         raise SavepointError(rt.name, name, "nothing is committed yet")
@@ -181,12 +176,23 @@ def take_savepoint(rt: Runtime, name: str, epoch: int | None = None, note: str =
 def delete_savepoint(rt: Runtime, name: str) -> Savepoint:
     """Remove the pointer; the checkpoint it protected is retired by the next commit if it is
     older than the retained ones."""
+    _check_name(rt, name)
     savepoint = rt.repo.savepoint(name)
     if savepoint is None:
         have = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
         raise SavepointError(rt.name, name, f"no such savepoint (savepoints: {have})")
     rt.repo.delete_savepoint(name)
     return savepoint
+
+
+def _check_name(rt: Runtime, name: str) -> None:
+    """A savepoint name is one object-key segment: nothing that could leave savepoints/."""
+    if not isinstance(name, str) or not layout.SAVEPOINT_NAME.match(name):
+        raise SavepointError(
+            rt.name,
+            name,
+            "a name is 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit",
+        )
 
 
 def _no_checkpoint(rt: Runtime, epoch: int) -> str:

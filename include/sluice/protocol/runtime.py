@@ -22,6 +22,8 @@ from sluice.protocol.repository import Repository
 from sluice.sinks import FilesSink, Sink
 from sluice.sources import FilesSource, Source
 from sluice.sources.nexmark import NexmarkSource
+from sluice.spec.exceptions import SpecError, SpecProblem
+from sluice.spec.loader import NAME_RE
 from sluice.spec.model import PipelineSpec, SinkSpec
 from sluice.storage import ObjectStore, open_store
 
@@ -75,6 +77,7 @@ class Runtime:
         ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called
         only when one does.
         """
+        _check_name(spec)
         root = open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name)
         repo = Repository(root)
         source = _source(spec, repo, connections or {})
@@ -85,6 +88,15 @@ class Runtime:
         return cls(
             spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
         )
+
+
+def _check_name(spec: PipelineSpec) -> None:
+    """The name is the storage prefix ``<storage>/<name>/``: one plain segment, also for a
+    spec built in code rather than by the loader (``a/b`` would share another's prefix)."""
+    if not NAME_RE.match(spec.name):
+        problem = SpecProblem("name", f"{spec.name!r} is not a valid pipeline name",
+                              "use lower-case letters, digits and '_' only")  # fmt: skip
+        raise SpecError(spec.origin, [problem])
 
 
 def _source(spec: PipelineSpec, repo: Repository, connections: Mapping[str, str]) -> Source:

@@ -36,11 +36,12 @@ from sluice.spec.model import (
     WindowSpec,
 )
 from sluice.spec.process import check_process
+from sluice.storage import ACCEPTED_FORMS, normalized_uri, storage_uri_problem
 from sluice.storage.s3options import S3Options
 
 __all__ = ["load_spec", "parse_spec"]
 
-NAME_RE = re.compile(r"^[a-z0-9_]+$")
+NAME_RE = re.compile(r"^[a-z0-9_]+\Z")  # \Z: "$" would accept a trailing newline
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _AGG_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
 _TOP = {
@@ -82,7 +83,7 @@ _SINK_FIELDS = {  # which settings each sink type takes (besides name, type and 
     "delta": {"path", "partition_by"},
 }
 # a user-defined source or sink: ``package.module:Class`` (docs/extending.md)
-_CLASS_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_CLASS_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*\Z")
 _PLUGIN_SOURCE = {"type", "schema", "options"}
 _KAFKA_SOURCE = {
     "type",
@@ -100,7 +101,7 @@ _KAFKA_SOURCE = {
 _KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 _PLUGIN_SINK = {"name", "type", "mode", "options"}
 _PLUGIN_HINT = "or a class of your own, module:Class (docs/extending.md)"
-_TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$")
+_TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
 _S3 = {"endpoint_url", "region"}
@@ -205,6 +206,9 @@ class _Checker:
         if not isinstance(value, str) or (choices and value not in choices):
             self.add(where, f"{value!r} is not valid", f"use one of {list(choices)}{more}")
             return None
+        if not value.strip():  # else "" would drop a sink or source without a word
+            self.add(where, "is empty", "give it a value")
+            return None
         return value
 
     def duration(
@@ -293,7 +297,7 @@ class _Checker:
         qos = self.qos(top.get("qos", 2))
         s3 = self.s3(top.get("s3"))
         restart = self.restart(top.get("restart"))
-        self.paths_apart(source, sinks, late, dead, checkpoint)
+        self.paths_apart(source, sinks, late, dead, checkpoint, name)
         operator = window if process is None else process
         if self.problems or None in (name, source, event_time, operator, checkpoint, late, dead):
             return None
@@ -650,7 +654,7 @@ class _Checker:
         result = []
         for name, expression in value.items():
             where = f"select.{name}"
-            if not isinstance(name, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]*$", name):
+            if not isinstance(name, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]*\Z", name):
                 self.add(where, "is not a valid column name", "use letters, digits and '_'")
                 continue
             if name in schema:
@@ -745,7 +749,7 @@ class _Checker:
 
     def aggregate(self, name: str, expression: Any, schema: dict[str, str]) -> AggregateSpec | None:
         where = f"aggregates.{name}"
-        if not NAME_RE.match(name) and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        if not NAME_RE.match(name) and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
             self.add(where, "is not a valid column name", "use letters, digits and '_'")
         match = _AGG_RE.match(str(expression))
         if not match or match.group(1) not in AGGREGATE_FUNCTIONS:
@@ -950,22 +954,70 @@ class _Checker:
         late: SinkSpec | None,
         dead: SinkSpec | None,
         checkpoint: CheckpointSpec | None,
+        name: str | None,
     ) -> None:
-        """Outputs must not land inside the input, or a later epoch would read them back."""
-        if source is None or source.plugin:
-            return
-        src = _norm(source.path)
-        for sink in (*sinks, late, dead):
-            if not sink or sink.type == "postgres" or sink.plugin:
+        """Every location is a storage URI Sluice can open, and no two overlap where one
+        writer could read or delete another's objects (docs/storage.md, "Where things go"):
+
+        * no output equal to, inside or around the source (a later epoch would read it back);
+        * no output inside or around the checkpoint storage, except a side sink at its own
+          default place ``<storage>/<name>/late_records`` or ``.../dead_letters``;
+        * no two outputs at, inside or around the same path (or the same PostgreSQL table);
+        * the checkpoint storage neither inside nor around the source.
+        """
+        outputs = [(f"sinks.{s.name}", s) for s in sinks]
+        outputs += [(s.name, s) for s in (late, dead) if s is not None]
+        located = [
+            (f"{f}.path", s.path) for f, s in outputs if s.type != "postgres" and not s.plugin
+        ]
+        src = None
+        if source is not None and not source.plugin and source.type == "files":
+            src = self.location("source.path", source.path)
+        ckpt = self.location("checkpoint.storage", checkpoint.storage) if checkpoint else None
+        seen: list[tuple[str, str]] = []
+        for field, path in located:
+            where = self.location(field, path)
+            if where is None:
                 continue
-            if _norm(sink.path) == src or _norm(sink.path).startswith(src + "/"):
-                self.add(
-                    f"sinks.{sink.name}.path",
-                    f"{sink.path!r} is inside the source path",
-                    "write outputs outside source.path",
-                )
-        if checkpoint and _norm(checkpoint.storage).startswith(src + "/"):
-            self.add("checkpoint.storage", "is inside the source path", "move it elsewhere")
+            if src is not None and _overlap(where, src):
+                what = "is inside" if _inside(where, src) else "overlaps"
+                self.add(field, f"{path!r} {what} the source path",
+                         "write outputs outside source.path")  # fmt: skip
+            own = f"{ckpt}/{name}/{field.removesuffix('.path')}"
+            if ckpt is not None and name and _overlap(where, ckpt) and where != own:
+                self.add(field, f"{path!r} overlaps checkpoint.storage ({ckpt})",
+                             "write outputs outside the checkpoint storage (or leave out "
+                             "late_records / dead_letters to use their default place)")  # fmt: skip
+            for other, there in seen:
+                if _overlap(where, there):
+                    self.add(field, f"{path!r} overlaps {other} ({there})",
+                             "give every sink a path of its own")  # fmt: skip
+            seen.append((field, where))
+        self.same_tables(outputs)
+        if src is not None and ckpt is not None and _overlap(ckpt, src):
+            self.add("checkpoint.storage", "is inside the source path" if _inside(ckpt, src)
+                     else "overlaps the source path", "move it elsewhere")  # fmt: skip
+
+    def same_tables(self, outputs: list[tuple[str, SinkSpec]]) -> None:
+        tables: dict[tuple[str, str], str] = {}
+        for field, sink in outputs:
+            if sink.type != "postgres" or not sink.table or not sink.connection:
+                continue
+            table = sink.table if "." in sink.table else f"public.{sink.table}"
+            key = (sink.connection.lower(), table.lower())
+            if key in tables:
+                self.add(f"{field}.table", f"{sink.table!r} is also written by {tables[key]}",
+                         "give every sink a table of its own")  # fmt: skip
+            tables.setdefault(key, field)
+
+    def location(self, field: str, path: str) -> str | None:
+        """``path`` as a normalised URI (file:///abs or s3://bucket/prefix), or None with a
+        problem recorded when Sluice cannot open it."""
+        problem = storage_uri_problem(path)
+        if problem is not None:
+            self.add(field, f"{path!r}: {problem}", f"write one of {ACCEPTED_FORMS}")
+            return None
+        return normalized_uri(path)
 
 
 def _names_class(value: Any) -> bool:
@@ -987,12 +1039,13 @@ def _json_problems(value: Any, where: str) -> list[tuple[str, str]]:
     return [(where, f"{value!r} ({type(value).__name__}) is not a JSON value")]
 
 
-def _norm(path: str) -> str:
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    if "://" not in path:
-        path = os.path.abspath(path)
-    return path.rstrip("/")
+def _inside(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer + "/")
+
+
+def _overlap(a: str, b: str) -> bool:
+    """One location holds the other (or they are the same)."""
+    return _inside(a, b) or _inside(b, a)
 
 
 def _kind(value: Any) -> str:

@@ -44,8 +44,10 @@ __all__ = [
     "decode_manifest",
     "encode_manifest",
     "key_problem",
+    "normalized_uri",
     "open_store",
     "read_manifest",
+    "storage_uri_problem",
     "to_spark_uri",
     "write_manifest",
 ]
@@ -74,6 +76,28 @@ def to_spark_uri(uri: str) -> str:
     if scheme == "s3":
         return f"s3a://{location}"
     return f"file://{location}"
+
+
+def storage_uri_problem(uri: str) -> str | None:
+    """Why :func:`open_store` would refuse ``uri`` (scheme, form, an S3 prefix that could
+    escape its bucket), or None. Opens nothing."""
+    try:
+        scheme, location = _parse(uri)
+    except InvalidStoreUri as exc:
+        return exc.reason
+    if scheme == "s3":
+        prefix = location.partition("/")[2]
+        problem = key_problem(prefix) if prefix else None
+        if problem is not None:
+            return f"S3 prefix {prefix!r}: {problem}"
+    return None
+
+
+def normalized_uri(uri: str) -> str:
+    """``s3://bucket/prefix`` or ``file:///abs/path`` for a valid ``uri`` (paths absolute and
+    normalised, no trailing '/'), so two spellings of one location compare equal."""
+    scheme, location = _parse(uri)
+    return f"s3://{location}" if scheme == "s3" else f"file://{location.rstrip('/')}"
 
 
 def _parse(uri: str) -> tuple[str, str]:
