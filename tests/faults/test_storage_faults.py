@@ -5,7 +5,9 @@ with backoff), and put-if-absent picks the right winner when its first try lande
 answer was lost; (b) the click pipeline, boto3 and s3a both through the proxy, drains under a
 mixed fault rate to exactly the reference; (c) an outage longer than the retries fails the step
 with a storage error naming the key, leaves only complete checkpoints, and resuming after the
-proxy heals ends at the reference. Seeds and rates are fixed.
+proxy heals ends at the reference. Seeds and rates are fixed. make test runs (b) and (c) as one
+test (6% faults plus an outage at epoch 2's commit); make chaos adds an uninterrupted drain
+at 6% and at 10% with hangs, and a full outage while Spark writes through s3a.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 from sluice.demo import render_click_files
-from sluice.protocol import run_until_drained
+from sluice.protocol import plan_epoch, process_epoch, run_until_drained
 from sluice.protocol.layout import EPOCHS
 from sluice.spark import configure_s3
 from sluice.storage import (
@@ -209,11 +211,44 @@ def _checkpoints_valid(server: Any, spec: Any) -> list[int]:
     return sorted(int(key[len(EPOCHS) :].split("/", 1)[0]) for key in found)
 
 
+def _report_counts(request: pytest.FixtureRequest, proxy: FaultProxy) -> dict[str, int]:
+    counts = proxy.counts()
+    print(f"proxy counts: {counts}")
+    report(request.config, f"storage faults: proxy counts ({request.node.name})", [str(counts)])
+    return counts
+
+
+def test_pipeline_under_faults_survives_an_outage_at_commit_then_resumes_exactly(
+    request: pytest.FixtureRequest, spark: Any, s3_server: Any, proxied: FaultProxy
+) -> None:
+    """6% of requests faulted throughout; on top, every write of epoch 2's checkpoint answers
+    503 until the retries run out. The run fails naming that key, leaves only epoch 1's
+    (valid) checkpoint; after the proxy heals, resuming ends at the reference."""
+    spec = _spec(_workspace())
+    proxied.reseed(1).policy(rates=MIXED)
+    proxied.rule("slowdown", method="PUT", path=r"/000000000002/checkpoint\.json$", times=10**6)
+
+    with pytest.raises(StorageError, match=r"s3://.*/epochs/000000000002/checkpoint\.json") as err:
+        run_until_drained(runtime(spec), spark)
+    assert "SlowDown" in str(err.value)
+    assert _checkpoints_valid(s3_server, spec) == [1]
+
+    proxied.heal().policy(rates=MIXED)
+    outcomes = run_until_drained(runtime(spec, prefix="b"), spark)
+
+    counts = _report_counts(request, proxied.heal())
+    assert [o.checkpoint.epoch for o in outcomes] == [2]
+    assert counts["requests"] - counts.get("pass", 0) - counts.get("slowdown", 0) > 0, counts
+    _assert_exact(spec)
+    assert _checkpoints_valid(s3_server, spec) == [1, 2]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("files", "reference", "rates", "seed"),
     [
         pytest.param(FILES, REFERENCE, MIXED, 1, id="6pct"),
-        pytest.param(BIG_FILES, BIG_REFERENCE, HEAVY, 2, id="10pct-hang", marks=pytest.mark.slow),
+        pytest.param(BIG_FILES, BIG_REFERENCE, HEAVY, 2, id="10pct-hang"),
     ],
 )
 def test_pipeline_drains_exactly_under_mixed_faults(
@@ -231,10 +266,7 @@ def test_pipeline_drains_exactly_under_mixed_faults(
 
     outcomes = run_until_drained(runtime(spec), spark)
 
-    counts = proxied.heal().counts()
-    print(f"proxy counts: {counts}")
-    title = f"storage faults: proxy counts ({request.node.callspec.id})"
-    report(request.config, title, [str(counts)])
+    counts = _report_counts(request, proxied.heal())
     epochs = list(range(1, len(files) // FILES_PER_EPOCH + 1))
     assert [o.checkpoint.epoch for o in outcomes] == epochs
     assert counts["requests"] - counts.get("pass", 0) > 0, counts
@@ -242,21 +274,29 @@ def test_pipeline_drains_exactly_under_mixed_faults(
     assert _checkpoints_valid(s3_server, spec) == epochs
 
 
-def test_outage_at_commit_fails_clearly_then_resumes_exactly(
-    spark: Any, s3_server: Any, proxied: FaultProxy
+@pytest.mark.slow
+def test_outage_of_spark_writes_fails_the_step_then_resumes_exactly(
+    request: pytest.FixtureRequest, spark: Any, s3_server: Any, proxied: FaultProxy
 ) -> None:
-    """Every write of epoch 2's checkpoint answers 503 until the retries run out."""
+    """503 to every PUT under the sink's staging prefix (only Spark writes there, through
+    s3a): process fails once s3a's retries are spent, naming the s3a path; the attempt is
+    marked failed, no checkpoint exists; after healing, resuming ends at the reference."""
     spec = _spec(_workspace())
-    proxied.rule("slowdown", method="PUT", path=r"/000000000002/checkpoint\.json$", times=10**6)
+    rt = runtime(spec)
+    assert plan_epoch(rt, max_units=FILES_PER_EPOCH) is not None
+    proxied.rule("slowdown", method="PUT", path=r"/out/_staging/", times=10**6)
 
-    with pytest.raises(StorageError, match=r"s3://.*/epochs/000000000002/checkpoint\.json") as err:
-        run_until_drained(runtime(spec), spark)
-    assert "SlowDown" in str(err.value)
-    assert _checkpoints_valid(s3_server, spec) == [1]
-
+    with pytest.raises(Exception, match=r"s3a://\S*/out/_staging/") as err:
+        process_epoch(rt, spark, 1)
+    print(f"outage error: {type(err.value).__name__}: {str(err.value)[:600]}")
+    assert "SlowDown" in str(err.value) or "503" in str(err.value)
     proxied.heal()
+    assert _checkpoints_valid(s3_server, spec) == []
+    assert [a.status.value for a in rt.repo.attempts(1)] == ["failed"]
+
     outcomes = run_until_drained(runtime(spec, prefix="b"), spark)
 
-    assert [o.checkpoint.epoch for o in outcomes] == [2]
+    _report_counts(request, proxied)
+    assert [o.checkpoint.epoch for o in outcomes] == [1, 2]
     _assert_exact(spec)
     assert _checkpoints_valid(s3_server, spec) == [1, 2]
