@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.pipelines",
     "tests.fixtures.postgres",
+    "tests.fixtures.s3proxy",
     "tests.fixtures.spark_cluster",
 ]
 

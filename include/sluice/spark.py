@@ -33,6 +33,7 @@ __all__ = [
     "CREDENTIALS_PROVIDERS",
     "DEFAULT_MASTER",
     "DEFAULT_REGION",
+    "S3A_RETRY_CONF",
     "configure_s3",
     "delta_conf",
     "delta_jar",
@@ -106,6 +107,23 @@ logger.committer.name = org.apache.hadoop.fs.s3a.commit.AbstractS3ACommitterFact
 logger.committer.level = error
 """
 
+# S3A's retry and timeout settings (Hadoop 3.4+ names, values with units), bounded so a fault
+# is retried soon and an outage fails the step in minutes, not hours. Two layers retry: the AWS
+# SDK inside each S3A attempt (attempts.maximum), then S3A's own policy around it (retry.*:
+# connection errors and 5xx; throttle.*: 503 SlowDown). Hadoop raises the request timeout to
+# at least its minimum network duration (15 s). See docs/storage-faults.md.
+S3A_RETRY_CONF = {
+    "fs.s3a.attempts.maximum": "3",
+    "fs.s3a.retry.limit": "5",
+    "fs.s3a.retry.interval": "500ms",
+    "fs.s3a.retry.throttle.limit": "5",
+    "fs.s3a.retry.throttle.interval": "500ms",
+    "fs.s3a.retry.http.5xx.errors": "true",
+    "fs.s3a.connection.establish.timeout": "15s",
+    "fs.s3a.connection.timeout": "15s",
+    "fs.s3a.connection.request.timeout": "60s",
+}
+
 # The system properties configure_s3() has set in this process's JVM.
 _mirrored_properties: set[str] = set()
 
@@ -175,6 +193,7 @@ def s3a_conf(s3: S3Options | None = None) -> dict[str, str]:
         "fs.s3a.path.style.access": "true",
         "fs.s3a.endpoint.region": opts.region or DEFAULT_REGION,
         "fs.s3a.aws.credentials.provider": ",".join(CREDENTIALS_PROVIDERS),
+        **S3A_RETRY_CONF,
     }
     if opts.endpoint_url:
         conf["fs.s3a.endpoint"] = opts.endpoint_url

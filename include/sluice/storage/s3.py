@@ -1,8 +1,10 @@
 """Object store on S3 or an S3-compatible server (MinIO, SeaweedFS): ``s3://bucket/prefix``.
 
 Credentials come from the standard AWS chain (env, profile, instance role) and are never
-logged or stored here. Transient failures (5xx, throttling, connection errors) are retried
-by botocore's "standard" mode: 6 attempts in all, with jittered exponential backoff.
+logged or stored here. Transient failures (5xx, throttling, connection errors, timeouts) are
+retried by botocore's "standard" mode: 6 attempts in all, with jittered exponential backoff.
+A hung request costs one read timeout (15 s) before its retry; docs/storage-faults.md shows
+the whole budget next to s3a's.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ __all__ = ["S3ObjectStore", "make_s3_client"]
 
 MAX_ATTEMPTS = 6  # in total: the first try and up to 5 retries
 CONNECT_TIMEOUT_S = 5.0
-READ_TIMEOUT_S = 30.0
+# Longest silence on an open connection (not a whole transfer's time): manifests are small and
+# Spark moves the big data through s3a, so 15 s of nothing means a hung request to retry.
+READ_TIMEOUT_S = 15.0
 DELETE_BATCH = 1000  # the most keys one DeleteObjects request accepts
 DEFAULT_REGION = "us-east-1"
 
@@ -38,7 +42,13 @@ _LOST_RACE = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 S3Client = Any
 
 
-def make_s3_client(endpoint_url: str | None = None, region: str | None = None) -> S3Client:
+def make_s3_client(
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    *,
+    read_timeout_s: float = READ_TIMEOUT_S,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> S3Client:
     """A path-style boto3 S3 client with bounded retries and timeouts.
 
     ``endpoint_url=None`` lets boto3 read ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``;
@@ -47,9 +57,9 @@ def make_s3_client(endpoint_url: str | None = None, region: str | None = None) -
     session = boto3.session.Session()
     config = Config(
         s3={"addressing_style": "path"},
-        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=CONNECT_TIMEOUT_S,
-        read_timeout=READ_TIMEOUT_S,
+        read_timeout=read_timeout_s,
     )
     region = region or S3Options.from_env().region or session.region_name or DEFAULT_REGION
     return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
