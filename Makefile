@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars kafka-jars run test chaos chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jars kafka-jars run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
@@ -18,7 +18,8 @@ help:
 	@echo "make kafka-jars fetch a Kafka broker for the tests into .cache/kafka with Maven (not on Spark's classpath)"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
 	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
-	@echo "make chaos      the slow suites: every point of every crash matrix, the rest of the window matrix (not in make test)"
+	@echo "make chaos      the slow suites (every point of every crash matrix, the rest of the window matrix), then make soak"
+	@echo "make soak       SOAK_EPOCHS (300) qos-2 epochs under random crashes, races and S3 faults; prints duplicates and losses"
 	@echo "make sink-matrix  the whole qos crash matrix (sinks x qos x fault points), printed and saved"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
 	@echo "make lint       ruff check + ruff format --check"
@@ -67,8 +68,17 @@ TEST_WORKERS ?= 2
 test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check chromium-check
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-chaos: java-check $(INSTALLED) jars kafka-jars postgres-check
+chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check
 	$(BIN)/pytest -m slow
+	$(MAKE) soak
+
+# The soak (tests/faults/soak.py): exits non-zero unless duplicates and losses are 0. Its
+# summary is also written to $(SOAK_OUT).
+SOAK_EPOCHS ?= 300
+SOAK_SEED ?= 7
+SOAK_OUT ?= bench/results/soak.txt
+soak: java-check $(INSTALLED) jars
+	$(BIN)/python -m tests.faults.soak --epochs $(SOAK_EPOCHS) --seed $(SOAK_SEED) --summary $(SOAK_OUT)
 
 # The whole qos crash matrix (3 levels x 11 fault points x 5 sinks, ~1 h), printed at the end
 # and saved to $(SINK_MATRIX_OUT).
