@@ -8,6 +8,7 @@ written.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +27,64 @@ FILES = render_click_files(files=6, events_per_file=60, seed=21)
 REFERENCE = click_reference(FILES)
 
 
+# The PostgreSQL sink's connection carries this password (the tests' server trusts any): it
+# must reach the sink and appear in no XCom, task log, checkpoint object or output.
+PLANTED = "planted-dagtest-Pw-5d41402a"
+CONN_ID = "dagtest_pg"
+
+
 @pytest.fixture
 def pipeline(
-    airflow_db: Path, local_workspace: Any, pipelines_dir: Path, request: pytest.FixtureRequest
+    airflow_db: Path,
+    local_workspace: Any,
+    pipelines_dir: Path,
+    postgres_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> tuple[Any, Any]:
     # One pipeline (and DAG id) per test: runs of one test's DAG must not meet another's.
     name = f"dagtest_{request.node.name.split('_')[1]}"
     local_workspace.put_files(FILES)
+    postgres_server.create_database(name)
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CONN_ID.upper()}",
+        f"postgresql://sluice:{PLANTED}@{postgres_server.host}:{postgres_server.port}/{name}",
+    )
     body = click_spec_dict(local_workspace, name=name)
     body["source"]["max_files_per_epoch"] = 2
+    pg = {"name": "pg", "type": "postgres", "table": "clicks", "connection": CONN_ID}
+    body["sinks"].append(pg)
     (pipelines_dir / f"{name}.yaml").write_text(yaml.safe_dump(body))
     provision(airflow_db, pipelines_dir)
     dag = DagBag(dag_folder=str(REPO / "dags")).dags[f"sluice__{name}"]
     return parse_spec(body), dag
 
 
+def _assert_secret_nowhere(spec: Any, home: Path, postgres_server: Any) -> None:
+    """The sink got its rows through the connection, and the password is in no XCom value, no
+    file under AIRFLOW_HOME but the metadata DB (task and DAG-processor logs) and no file of
+    the workspace (input, checkpoints, state, every sink's output)."""
+    rows = postgres_server.psql("SELECT count(*) FROM clicks", spec.name)
+    assert int(rows) == len(REFERENCE.emitted)  # the connection reached the sink
+    with sqlite3.connect(home / "airflow.db") as db:
+        xcoms = [str(v) for (v,) in db.execute("SELECT value FROM xcom")]
+    assert xcoms, "the DAG runs pushed no XCom: nothing was checked"
+    assert [v for v in xcoms if PLANTED in v] == []
+    planted = PLANTED.encode()
+    files = [p for p in home.rglob("*") if p.is_file() and p.name != "airflow.db"]
+    workspace = Path(spec.checkpoint.storage.removeprefix("file://")).parent
+    files += [p for p in workspace.rglob("*") if p.is_file()]
+    assert len(files) > 20
+    assert [str(p) for p in files if planted in p.read_bytes()] == []
+
+
 def _keys(store: Any) -> list[tuple[str, int]]:
     return sorted((i.key, i.size) for i in store.list())
 
 
-def test_three_runs_commit_three_epochs_equal_to_reference(pipeline: tuple[Any, Any]) -> None:
+def test_three_runs_commit_three_epochs_equal_to_reference(
+    pipeline: tuple[Any, Any], airflow_db: Path, postgres_server: Any
+) -> None:
     spec, dag = pipeline
     runs = [dag.test() for _ in range(3)]
     assert [r.state for r in runs] == ["success"] * 3
@@ -72,6 +111,8 @@ def test_three_runs_commit_three_epochs_equal_to_reference(pipeline: tuple[Any, 
     states = {ti.task_id: ti.state for ti in idle.get_task_instances()}
     assert states == {"plan": "skipped", "process": "skipped", "commit": "skipped"}
     assert _keys(rt.repo.store) == before
+
+    _assert_secret_nowhere(spec, airflow_db, postgres_server)
 
     events = _asset_events(f"sluice__{spec.name}__out")
     assert [e["epoch"] for e in events] == [1, 2, 3]

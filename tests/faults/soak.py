@@ -61,7 +61,9 @@ from tests.fixtures.s3proxy import FaultProxy
 from tests.fixtures.seaweed import start_seaweed
 from tests.reference import compare_rows, row_key
 
-KINDS = {"clean": 52, "crash": 22, "kill": 4, "race": 12, "zombie": 10}
+# A JVM subprocess (crash at a process.* point, kill) costs ~30 s: kept to ~5% of steps.
+KINDS = {"clean": 50, "crash": 20, "kill": 2, "race": 12, "zombie": 16}
+PROCESS_POINT_SHARE = 0.15
 KEYS = ["user", "window_start"]
 # Shares of --fault-rate. A hang costs a client timeout (boto3 15 s, s3a longer): kept rare.
 FAULT_MIX = {
@@ -96,6 +98,14 @@ class Soak:
         self.failed_steps: Counter[str] = Counter()
         self.stats: dict[int, Any] = {}  # epoch -> EpochStats, read before retention retires it
         self.spark: Any = None
+        self._runtimes: dict[str, Any] = {}
+
+    def rt(self, prefix: str) -> Any:
+        """One runtime per role, reused across steps like a long-lived worker's (building one
+        opens a boto3 client per store, which costs more than a small epoch's driver work)."""
+        if prefix not in self._runtimes:
+            self._runtimes[prefix] = runtime(self.spec, prefix=prefix)
+        return self._runtimes[prefix]
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -105,7 +115,7 @@ class Soak:
         rate = self.args.fault_rate
         self.proxy.policy(rates={kind: rate * share for kind, share in FAULT_MIX.items()})
         self.spark = spark_session("sluice-soak", s3=self.spec.s3)
-        rt = runtime(self.spec, prefix="w")
+        rt = self.rt("w")
         started, steps, failures_in_a_row = time.monotonic(), 0, 0
         while rt.repo.latest_epoch() < self.args.epochs:
             kind = self.rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
@@ -122,7 +132,7 @@ class Soak:
             self._collect(rt)
             self._progress(steps, rt.repo.latest_epoch(), started)
         self.proxy.heal()
-        while run_epoch(runtime(self.spec, prefix="z"), self.spark, max_units=1) is not None:
+        while run_epoch(self.rt("z"), self.spark, max_units=1) is not None:
             self._collect(rt)  # the last files, fault-free (the epochs target is reached)
         self._collect(rt)
         return self._summary(rt, steps, time.monotonic() - started)
@@ -136,12 +146,15 @@ class Soak:
     # -- the kinds of step ---------------------------------------------------------------
 
     def _clean(self, epoch: int) -> None:
-        run_epoch(runtime(self.spec, prefix="c"), self.spark, max_units=1)
+        run_epoch(self.rt("c"), self.spark, max_units=1)
 
     def _crash(self, epoch: int) -> None:
-        point = self.rng.choice(FAULT_POINTS + RETENTION_FAULT_POINTS)
+        points = FAULT_POINTS + RETENTION_FAULT_POINTS
+        in_process = [p for p in points if p.startswith("process.")]
+        others = [p for p in points if p not in in_process]
+        point = self.rng.choice(in_process if self.rng.random() < PROCESS_POINT_SHARE else others)
         step = point.split(".")[0]
-        rt = runtime(self.spec, prefix="p")
+        rt = self.rt("p")
         if step in ("commit", "retention"):
             if rt.repo.plan(epoch) is None:
                 plan_epoch(rt, max_units=1)
@@ -158,7 +171,7 @@ class Soak:
 
     def _kill(self, epoch: int) -> None:
         """SIGKILL ``sluice process`` at a random moment after its attempt started."""
-        rt = runtime(self.spec, prefix="k")
+        rt = self.rt("k")
         if rt.repo.plan(epoch) is None:
             plan_epoch(rt, max_units=1)
         before = {a.attempt for a in rt.repo.attempts(epoch)}
@@ -176,7 +189,7 @@ class Soak:
     def _race(self, epoch: int) -> None:
         """Two attempts of one epoch (an Airflow retry while the first still runs) commit at
         the same moment: the checkpoint's put-if-absent keeps exactly one."""
-        rts = [runtime(self.spec, prefix="x"), runtime(self.spec, prefix="y")]
+        rts = [self.rt("x"), self.rt("y")]
         if plan_epoch(rts[0], max_units=1) is None:
             return
         records = [process_epoch(rt, self.spark, epoch) for rt in rts]
@@ -198,7 +211,7 @@ class Soak:
 
     def _zombie(self, epoch: int) -> None:
         """An attempt of ``epoch`` that wakes and commits after epoch+1 committed."""
-        zombie, live = runtime(self.spec, prefix="zo"), runtime(self.spec, prefix="li")
+        zombie, live = self.rt("zo"), self.rt("li")
         if plan_epoch(zombie, max_units=1) is None:
             return
         stale = process_epoch(zombie, self.spark, epoch)
