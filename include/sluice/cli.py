@@ -110,6 +110,15 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--output", default=None, help="with --format parquet: where to write")
     cmd.add_argument("--limit", type=int, default=50, help="table rows shown (default 50)")
     cmd.set_defaults(func=_state)
+    cmd = sub.add_parser(
+        "restore",
+        help="after damaged checkpoint storage: continue from an older retained checkpoint "
+        "(quarantines damaged manifests, voids epochs that cannot commit, plans the rewind)",
+    )
+    cmd.add_argument("spec")
+    cmd.add_argument("--epoch", type=int, required=True, help="the checkpoint to continue from")
+    cmd.add_argument("--max-files", type=int, default=None, help="cap on the rewind's first epoch")
+    cmd.set_defaults(func=_restore)
     cmd = sub.add_parser("compact", help="merge the small files of past epochs of a files sink")
     cmd.add_argument("spec")
     cmd.add_argument("--sink", required=True, help="name of a files sink")
@@ -319,6 +328,26 @@ def _iso_us(us: int) -> str:
     from datetime import UTC, datetime, timedelta
 
     return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat()
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from sluice.protocol.restore import restore_after_damage
+
+    rt = _runtime(args.spec)
+    report = restore_after_damage(rt, args.epoch, max_units=args.max_files)
+    for key in report.quarantined:
+        console.print(f"quarantined {rt.repo.store.uri(key)} (a copy under quarantine/)")
+    for epoch in report.voided:
+        console.print(f"epoch {epoch}: void (read nothing, published nothing)")
+    if report.plan is None:
+        console.print(f"checkpoint {args.epoch} is already the latest: nothing to restore")
+    else:
+        console.print(
+            f"epoch {report.plan.epoch} rewinds to checkpoint {args.epoch}: it replays from "
+            "there and retracts the output of every epoch after it; run the pipeline to "
+            "process it (sluice run SPEC, or the next DAG run)"
+        )
+    return 0
 
 
 def _compact(args: argparse.Namespace) -> int:

@@ -20,12 +20,15 @@ import yaml
 from sluice.demo import render_click_files
 from sluice.protocol import plan_epoch, process_epoch, run_until_drained
 from sluice.protocol.layout import checkpoint_key, plan_key
+from sluice.protocol.restore import QUARANTINE, restore_after_damage
 from sluice.spec import parse_spec
 from sluice.storage import CorruptObject
 
-from tests.fixtures.pipelines import click_spec_dict, runtime
+from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
+from tests.reference import compare_rows
 
 FILES = render_click_files(files=6, events_per_file=60, seed=9)
+REFERENCE = click_reference(FILES)
 
 
 def _two_epochs(spark: Any, workspace: Any, tmp_path: Path) -> tuple[Any, Any, Path]:
@@ -161,3 +164,88 @@ def test_damaged_state_file(spark: Any, workspace: Any, tmp_path: Path, damage: 
     assert proc.returncode != 0, proc.stdout
     assert key in " ".join(proc.stderr.split()), proc.stderr[-3000:]
     assert fresh.repo.checkpoint(3) is None
+
+
+# -- the operator's way out: sluice restore SPEC --epoch N ------------------------------------
+
+
+def _assert_reference_after_restore(spark: Any, spec: Any, restored_to: int) -> None:
+    """Drain from the rewind; the whole output is what one clean run gives."""
+    fresh = runtime(spec, prefix="after")
+    run_until_drained(fresh, spark, max_units=2)
+    assert compare_rows(committed_rows(spec, "out"), REFERENCE.emitted,
+                        keys=["user", "window_start"]) == []  # fmt: skip
+    late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]
+    assert sorted(late) == sorted(REFERENCE.late)
+    dead = [(r["file"], r["line"]) for r in committed_rows(spec, "dead_letters")]
+    assert sorted(dead) == sorted((f, n) for f, n, _ in REFERENCE.dead)
+    assert restored_to in fresh.repo.rewinds().values()
+
+
+def test_restore_past_a_damaged_state_with_a_pending_plan(
+    spark: Any, local_workspace: Any, tmp_path: Path
+) -> None:
+    """The usual case: epoch 3 was planned on checkpoint 2, whose state is damaged, so it can
+    never commit; a rewind is refused while it is pending. ``restore`` voids it (fencing any
+    attempt still running) and rewinds to checkpoint 1."""
+    spec, rt, _ = _two_epochs(spark, local_workspace, tmp_path)
+    state = rt.repo.checkpoint(2).result.state
+    prefix = state.uri[len(rt.repo.store.uri()) + 1 :] + "/"
+    key = next(prefix + name for name, _ in state.files if "part-" in name)
+    rt.repo.store.put(key, rt.repo.store.get(key)[:-50])
+    assert plan_epoch(rt, max_units=2) is not None
+    with pytest.raises(CorruptObject):
+        process_epoch(rt, spark, 3)
+
+    report = restore_after_damage(runtime(spec, prefix="op"), 1, max_units=2)
+
+    assert report.voided == [3] and report.quarantined == []
+    assert report.plan is not None and report.plan.epoch == 4
+    assert report.plan.restored_from["retract_after"] == 1
+    void = rt.repo.checkpoint(3)
+    assert void is not None and void.extra["void"]["restore_to"] == 1
+    assert void.result.stats.records_read == 0
+    again = restore_after_damage(runtime(spec, prefix="op2"), 1, max_units=2)
+    assert again.voided == [] and again.plan == report.plan  # idempotent
+    _assert_reference_after_restore(spark, spec, 1)
+
+
+def test_restore_past_a_corrupt_checkpoint_from_the_cli(
+    spark: Any, local_workspace: Any, tmp_path: Path
+) -> None:
+    spec, rt, spec_path = _two_epochs(spark, local_workspace, tmp_path)
+    key = checkpoint_key(2)
+    damaged = _flip_body_byte(rt.repo.store.get(key))
+    rt.repo.store.put(key, damaged)
+    with pytest.raises(CorruptObject):
+        plan_epoch(runtime(spec), max_units=2)
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.cli", "restore", str(spec_path), "--epoch", "1",
+         "--max-files", "2"],
+        env=dict(os.environ, COLUMNS="1000"), capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = " ".join(proc.stdout.split())
+    assert "quarantined" in out and key in out and "epoch 2: void" in out, out
+    assert "epoch 3 rewinds to checkpoint 1" in out, out
+    assert rt.repo.store.get(QUARANTINE + key) == damaged  # the evidence is kept
+    assert rt.repo.checkpoint(2).extra["void"]["quarantined"] == [key]
+    _assert_reference_after_restore(spark, spec, 1)
+
+
+@pytest.mark.slow
+def test_restore_past_a_corrupt_plan(spark: Any, local_workspace: Any, tmp_path: Path) -> None:
+    spec, rt, _ = _two_epochs(spark, local_workspace, tmp_path)
+    assert plan_epoch(rt, max_units=2) is not None
+    key = plan_key(3)
+    damaged = _flip_body_byte(rt.repo.store.get(key))
+    rt.repo.store.put(key, damaged)
+
+    report = restore_after_damage(runtime(spec, prefix="op"), 2, max_units=2)
+
+    assert report.quarantined == [key] and report.voided == [3]
+    assert rt.repo.store.get(QUARANTINE + key) == damaged
+    assert report.plan is not None and report.plan.epoch == 4
+    _assert_reference_after_restore(spark, spec, 2)

@@ -58,6 +58,12 @@ def plan_epoch(
     if existing is not None:
         _migration(rt, existing.state_shape, epoch - 1, allow=False)
         return existing
+    if latest is not None and latest.extra.get("void") and rewind_to is None:
+        raise ProtocolError(
+            f"pipeline {rt.name}: epoch {latest.epoch} was voided by `sluice restore`, which "
+            "had not yet planned its rewind; run it again to finish: sluice restore SPEC "
+            f"--epoch {latest.extra['void'].get('restore_to')}"
+        )
     base = latest
     if rewind_to is not None and latest is not None and rewind_to != latest.epoch:
         base = rt.repo.checkpoint(rewind_to)
