@@ -26,6 +26,10 @@ LONGEST_FIRST = (
     "tests/sinks/test_delta_sink.py",
     "tests/integration/test_split_invariance.py",
     "tests/faults/test_corruption.py",
+    "tests/faults/test_storage_faults.py",  # ~210 s: a pipeline through the S3 fault proxy
+    "tests/faults/test_bad_input.py",
+    "tests/faults/test_security.py",
+    "tests/faults/test_spark_kills.py",
     "tests/keyed/test_keyed_crashes.py",
     "tests/airflow/test_cluster.py",
     "tests/faults/test_races.py",

@@ -21,6 +21,7 @@ from sluice.spec import parse_spec
 
 from tests.fixtures.airflow import REPO, provision
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
+from tests.fixtures.postgres import SUPERUSER
 from tests.reference import compare_rows
 
 FILES = render_click_files(files=6, events_per_file=60, seed=21)
@@ -48,7 +49,7 @@ def pipeline(
     postgres_server.create_database(name)
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{CONN_ID.upper()}",
-        f"postgresql://sluice:{PLANTED}@{postgres_server.host}:{postgres_server.port}/{name}",
+        f"postgresql://{SUPERUSER}:{PLANTED}@{postgres_server.host}:{postgres_server.port}/{name}",
     )
     body = click_spec_dict(local_workspace, name=name)
     body["source"]["max_files_per_epoch"] = 2

@@ -49,6 +49,7 @@ from sluice.protocol import (
 )
 from sluice.spec import parse_spec
 
+from tests.faults.crashing import crash_step
 from tests.fixtures.pipelines import (
     Workspace,
     click_reference,
@@ -153,21 +154,10 @@ class Soak:
         in_process = [p for p in points if p.startswith("process.")]
         others = [p for p in points if p not in in_process]
         point = self.rng.choice(in_process if self.rng.random() < PROCESS_POINT_SHARE else others)
-        step = point.split(".")[0]
-        rt = self.rt("p")
-        if step in ("commit", "retention"):
-            if rt.repo.plan(epoch) is None:
-                plan_epoch(rt, max_units=1)
-            record = process_epoch(rt, self.spark, epoch)
-            argv = ["commit", "--epoch", str(epoch), "--attempt", record.attempt]
-        elif step == "process":
-            if rt.repo.plan(epoch) is None:
-                plan_epoch(rt, max_units=1)
-            argv = ["process"]
-        else:
-            argv = ["plan", "--max-files", "1"]
-        proc = self._cli(argv, SLUICE_FAULT=point, SLUICE_FAULT_EPOCH=str(epoch))
-        self._count_kill(proc.wait(timeout=STEP_TIMEOUT_S), point)
+        log = Path(self.args.workdir) / "cli.log"
+        self._count_kill(
+            crash_step(self.rt("p"), self.spark, self.spec_path, point, epoch, log=log), point
+        )
 
     def _kill(self, epoch: int) -> None:
         """SIGKILL ``sluice process`` at a random moment after its attempt started."""

@@ -1,0 +1,88 @@
+"""The crash matrix at its fast size: one pipeline, a SIGKILL at every named fault point.
+
+One qos-2 pipeline (one input file per epoch, ``checkpoint.retained: 2`` so every commit
+retires an epoch and reaches the retention points) lives through all 13 points in turn: the
+step holding the point runs in a ``sluice`` subprocess that dies there (tests/faults/
+crashing.py), then the next epoch runs in-process and recovers. At the end the output equals
+the independent reference of the whole input, no window is duplicated, every input line was
+read exactly once by the committed checkpoints, and nothing is left staged.
+
+Every point on both backends, each from a fresh pipeline, is test_crash_recovery.py (make
+chaos); every sink at every qos level is test_sink_matrix.py (make sink-matrix).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sluice.demo import render_click_files
+from sluice.protocol import ALL_FAULT_POINTS, run_epoch, run_until_drained
+from sluice.spec import parse_spec
+
+from tests.faults.conftest import report
+from tests.faults.crashing import crash_step
+from tests.fixtures.pipelines import (
+    click_reference,
+    click_spec_dict,
+    committed_rows,
+    runtime,
+    staged_keys,
+)
+from tests.reference import compare_rows, row_key
+
+FILES = render_click_files(files=2 * len(ALL_FAULT_POINTS) + 4, events_per_file=30, seed=31)
+REFERENCE = click_reference(FILES)
+KEYS = ["user", "window_start"]
+
+
+def test_a_sigkill_at_every_fault_point_of_one_pipeline(
+    spark: Any, local_workspace: Any, tmp_path: Path, request: Any
+) -> None:
+    local_workspace.put_files(FILES)
+    body = click_spec_dict(local_workspace, name="matrix")
+    body["source"]["max_files_per_epoch"] = 1
+    body["checkpoint"]["retained"] = 2
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    rt = runtime(spec)
+    stats: dict[int, Any] = {}
+
+    def collect() -> None:  # before retention deletes them
+        for e in rt.repo.committed_epochs():
+            stats.setdefault(e, rt.repo.checkpoint(e).result.stats)
+
+    run_until_drained(rt, spark, max_epochs=3, max_units=1)
+    collect()
+    lines = []
+    for point in ALL_FAULT_POINTS:
+        epoch = rt.repo.latest_epoch() + 1
+        code = crash_step(rt, spark, spec_path, point, epoch, log=tmp_path / "cli.log")
+        assert code == -signal.SIGKILL, (point, code, (tmp_path / "cli.log").read_text()[-3000:])
+        committed = rt.repo.checkpoint(epoch) is not None
+        outcome = run_epoch(rt, spark, max_units=1)  # recovers, then the next epoch
+        assert outcome is not None
+        collect()
+        state = "committed" if committed else "not committed"
+        lines.append(f"{point:<26} epoch {epoch}: killed ({state}); the resume committed "
+                     f"epoch {outcome.checkpoint.epoch}")  # fmt: skip
+    run_until_drained(rt, spark, max_units=1)
+    collect()
+    report(request.config, "crash matrix, fast size (one pipeline, every fault point)", lines)
+
+    out = committed_rows(spec, "out")
+    assert [k for k, n in Counter(row_key(r, KEYS) for r in out).items() if n > 1] == []
+    assert compare_rows(out, REFERENCE.emitted, keys=KEYS) == []
+    late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]
+    assert sorted(late) == sorted(REFERENCE.late)
+    dead = [(r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")]
+    assert sorted(dead) == sorted(REFERENCE.dead)
+    assert staged_keys(spec) == []
+    assert sorted(stats) == list(range(1, rt.repo.latest_epoch() + 1))
+    assert sum(s.records_read for s in stats.values()) == REFERENCE.records_read
+    assert all(s.records_read == s.accepted + s.late + s.dead + s.filtered for s in stats.values())
+    assert len(rt.repo.committed_epochs()) <= 3  # retention ran through its fault points
