@@ -30,6 +30,7 @@ LONGEST_FIRST = (
     "tests/faults/test_bad_input.py",
     "tests/faults/test_security.py",
     "tests/faults/test_spark_kills.py",
+    "tests/faults/test_crash_matrix.py",  # ~200 s: 13 SIGKILLs, 4 of them in a new JVM
     "tests/keyed/test_keyed_crashes.py",
     "tests/airflow/test_cluster.py",
     "tests/faults/test_races.py",

@@ -1,6 +1,6 @@
 """The crash matrix at its fast size: one pipeline, a SIGKILL at every named fault point.
 
-One qos-2 pipeline (one input file per epoch, ``checkpoint.retained: 2`` so every commit
+One qos-2 pipeline (one input file per epoch, ``checkpoint.retained: 3`` so every commit
 retires an epoch and reaches the retention points) lives through all 13 points in turn: the
 step holding the point runs in a ``sluice`` subprocess that dies there (tests/faults/
 crashing.py), then the next epoch runs in-process and recovers. At the end the output equals
@@ -45,7 +45,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
     local_workspace.put_files(FILES)
     body = click_spec_dict(local_workspace, name="matrix")
     body["source"]["max_files_per_epoch"] = 1
-    body["checkpoint"]["retained"] = 2
+    body["checkpoint"]["retained"] = 3
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(body))
     spec = parse_spec(body)
@@ -56,8 +56,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
         for e in rt.repo.committed_epochs():
             stats.setdefault(e, rt.repo.checkpoint(e).result.stats)
 
-    run_until_drained(rt, spark, max_epochs=3, max_units=1)
-    collect()
+    run_until_drained(rt, spark, max_epochs=3, max_units=1, on_epoch=lambda _: collect())
     lines = []
     for point in ALL_FAULT_POINTS:
         epoch = rt.repo.latest_epoch() + 1
@@ -70,8 +69,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
         state = "committed" if committed else "not committed"
         lines.append(f"{point:<26} epoch {epoch}: killed ({state}); the resume committed "
                      f"epoch {outcome.checkpoint.epoch}")  # fmt: skip
-    run_until_drained(rt, spark, max_units=1)
-    collect()
+    run_until_drained(rt, spark, max_units=1, on_epoch=lambda _: collect())
     report(request.config, "crash matrix, fast size (one pipeline, every fault point)", lines)
 
     out = committed_rows(spec, "out")
