@@ -202,6 +202,16 @@ def s3a_conf(s3: S3Options | None = None) -> dict[str, str]:
     return conf
 
 
+# Bounded history in the driver's status store (defaults: 1,000 executions, jobs and stages).
+RETENTION_CONF = {
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "5000",
+    "spark.ui.retainedDeadExecutors": "10",
+}
+
+
 def spark_session(
     app_name: str = "sluice",
     *,
@@ -222,6 +232,9 @@ def spark_session(
     conf: dict[str, str] = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        # The status store keeps every query's plan and metrics even without the UI: a
+        # long-lived session (many epochs) filled a 1 GiB driver heap after ~1,000 queries.
+        **RETENTION_CONF,
         "spark.log.level": "WARN",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),

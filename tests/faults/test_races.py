@@ -23,6 +23,7 @@ from sluice.protocol import (
     run_epoch,
     run_until_drained,
 )
+from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.layout import STATE, state_prefix
 
 from tests.fixtures.pipelines import (
@@ -86,6 +87,9 @@ def test_second_attempt_commits_first(spark: Any, workspace: Any) -> None:
     assert won.attempt == second.attempt
     after_win = _outputs(spec)
 
+    # A loser whose commit looked for C(1) just before the winner wrote it, and reads its own
+    # record just after the winner aborted it, gets the winner too (not NoPreparedAttempt).
+    assert write_checkpoint(rt, 1, first.attempt).to_dict() == won.to_dict()
     lost = commit_epoch(rt, 1, first.attempt)
     assert lost.attempt == second.attempt != first.attempt
     assert lost.to_dict() == won.to_dict()

@@ -43,7 +43,16 @@ def write_checkpoint(rt: Runtime, epoch: int, attempt: str | None) -> Checkpoint
     plan = rt.repo.plan(epoch)
     if plan is None:
         raise NoPlan(rt.name, epoch)
-    record = _choose_attempt(rt, epoch, attempt)
+    try:
+        record = _choose_attempt(rt, epoch, attempt)
+    except NoPreparedAttempt:
+        # Between our look for C(epoch) and here, another attempt committed it and aborted
+        # ours: that checkpoint is the answer, as when our put-if-absent loses.
+        winner = rt.repo.checkpoint(epoch)
+        if winner is None or attempt is None:
+            raise
+        _refuse_retired(rt, winner, attempt, ours=False)
+        return winner
     assert record.result is not None
     checkpoint = Checkpoint(
         pipeline=rt.name,
