@@ -10,7 +10,6 @@ tests/storage/test_object_store_contract.py).
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -28,13 +27,13 @@ from sluice.protocol.layout import STATE, state_prefix
 
 from tests.fixtures.pipelines import (
     LOCAL_NOW_S3_SLOW,
+    assert_click_output_exact,
     click_reference,
     click_spec,
     committed_rows,
     runtime,
     staged_keys,
 )
-from tests.reference import compare_rows
 
 FILES = render_click_files(files=4, events_per_file=80, seed=5)
 REFERENCE = click_reference(FILES)
@@ -59,15 +58,7 @@ def _outputs(spec: Any) -> dict[str, Any]:
 
 
 def _assert_exact(spec: Any) -> None:
-    results = committed_rows(spec, "out")
-    keys = Counter((r["user"], r["window_start"]) for r in results)
-    assert [k for k, n in keys.items() if n > 1] == []
-    assert compare_rows(results, REFERENCE.emitted, keys=["user", "window_start"]) == []
-    late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]
-    assert sorted(late) == sorted(REFERENCE.late)
-    dead = [(r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")]
-    assert sorted(dead) == sorted(REFERENCE.dead)
-    assert staged_keys(spec) == []
+    assert_click_output_exact(spec, REFERENCE)
 
 
 @BACKENDS

@@ -13,7 +13,6 @@ at 6% and at 10% with hangs, and a full outage while Spark writes through s3a.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,14 +35,12 @@ from sluice.storage.s3 import make_s3_client
 from tests.faults.conftest import report
 from tests.fixtures.pipelines import (
     Workspace,
+    assert_click_output_exact,
     click_reference,
     click_spec,
-    committed_rows,
     runtime,
-    staged_keys,
 )
 from tests.fixtures.s3proxy import FaultProxy
-from tests.reference import compare_rows
 
 pytestmark = pytest.mark.s3
 
@@ -189,15 +186,7 @@ def _spec(ws: Workspace, files: list[tuple[str, bytes]] = FILES) -> Any:
 
 
 def _assert_exact(spec: Any, reference: Any = REFERENCE) -> None:
-    results = committed_rows(spec, "out")
-    keys = Counter((r["user"], r["window_start"]) for r in results)
-    assert [k for k, n in keys.items() if n > 1] == []
-    assert compare_rows(results, reference.emitted, keys=["user", "window_start"]) == []
-    late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]
-    assert sorted(late) == sorted(reference.late)
-    dead = [(r["file"], r["line"], r["reason_code"]) for r in committed_rows(spec, "dead_letters")]
-    assert sorted(dead) == sorted(reference.dead)
-    assert staged_keys(spec) == []
+    assert_click_output_exact(spec, reference)
 
 
 def _checkpoints_valid(server: Any, spec: Any) -> list[int]:
