@@ -1,0 +1,1051 @@
+"""Nexmark side by side: Sluice at qos 0/1/2 against a plain Spark batch, Spark Structured
+Streaming, PyFlink and DuckDB, on the same generated data, on this machine.
+
+    make bench          # 10M events, epochs of 1M (bench/results/latest.md + latest.png)
+    make bench-quick    # a smoke-size run of every section (writes bench/results/quick.md)
+    .venv/bin/python bench/nexmark.py [--events N] [--epoch-events M] [--sections a,b,...]
+
+Sections (``--sections``, default all, in this order):
+
+* ``data``: the bid stream of Nexmark events ``[0, N)`` as Parquet and JSON lines files
+  (``sluice.nexmark.write_files``, one file per ``--file-events`` events), cached under
+  ``.cache/bench/nexmark``.
+* ``duckdb``: q0/q5/q7/q11 in one SQL query each, over each format: the near-hardware bound,
+  and the reference every other engine's output is checked against.
+* ``plain``: the same Spark DataFrame query, run once as a plain batch (no state, no
+  checkpoint): over all N events, and over one epoch's files (the base of the overhead).
+* ``sluice``: the shipped window specs over the files source in epochs of ``--epoch-events``,
+  at qos 0, 1 and 2 on Parquet and qos 2 on JSON lines, in one long-lived Spark session:
+  plan / process / commit per epoch, the state snapshot's size and write time.
+* ``sss``: Spark Structured Streaming, ``Trigger.AvailableNow``, RocksDB state store,
+  a checkpoint location, ``maxFilesPerTrigger`` = an epoch's files.
+* ``flink``: PyFlink SQL (window TVFs) on a local mini-cluster with exactly-once checkpoints
+  (``bench/peers/flink_nexmark.py``, in its own venv ``.cache/bench/flink-venv``).
+* ``fixed``: the fixed cost of a near-empty epoch (one new 1-record file): cold (new
+  processes per step, ``spark-submit jobs/run_epoch.py`` as the DAG's process task) and warm
+  (the long-lived session; and the ``sluice serve`` epoch server when available).
+* ``scaling``: epoch time as the total state grows with the touched keys fixed, and as the
+  events per epoch grow.
+
+Every engine's output is compared with DuckDB's (windows that closed: ``end <= `` the last
+bid's time, as Sluice's ``emit: on_close``); a mismatch is printed and its time not counted.
+Each row of the report carries the command, the machine and the date. Speed is measured here,
+never asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.fixtures (runtime builder)
+
+CACHE = ROOT / ".cache" / "bench"
+RESULTS = ROOT / "bench" / "results"
+WORK = Path(os.environ.get("SLUICE_BENCH_WORK") or CACHE / "work")  # scratch: outputs, checkpoints
+FLINK_PYTHON = CACHE / "flink-venv" / "bin" / "python"
+QUERIES = ("q0", "q5", "q7", "q11")
+SECTIONS = ("data", "duckdb", "plain", "sluice", "sss", "flink", "fixed", "scaling")
+SECOND_US = 1_000_000
+BID_SCHEMA = {
+    "event_id": "long",
+    "auction": "long",
+    "bidder": "long",
+    "price": "long",
+    "channel": "string",
+    "url": "string",
+    "date_time": "timestamp",
+    "extra": "string",
+}
+BID_DDL = ", ".join(f"{name} {'bigint' if t == 'long' else t}" for name, t in BID_SCHEMA.items())
+# The columns that identify a result row, per query (window columns as µs since the epoch).
+KEYS = {
+    "q0": ["event_id"],
+    "q5": ["auction", "ws", "we"],
+    "q7": ["ws", "we"],
+    "q11": ["bidder", "ws", "we"],
+}
+VALUES = {"q0": [], "q5": ["bids"], "q7": ["max_price", "bids"], "q11": ["bid_count"]}
+
+
+# --- the report -------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    section: str
+    engine: str
+    query: str = ""
+    format: str = ""
+    events: int = 0
+    seconds: float = 0.0
+    rows_out: int | None = None
+    check: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Report:
+    command: str
+    args: argparse.Namespace
+    out: Path
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        rate = f", {row.events_per_s:,.0f} events/s" if row.events and row.seconds else ""
+        check = f" [{row.check}]" if row.check else ""
+        say(f"{row.section} {row.engine} {row.query} {row.format}: {row.seconds:.2f} s{rate}{check}")
+        self.write()
+        return row
+
+    def write(self, final: bool = False) -> None:
+        from bench.report import render  # noqa: PLC0415 - bench/report.py: tables and chart
+
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        self.out.write_text(render(self, final=final))
+        self.out.with_suffix(".json").write_text(
+            json.dumps(
+                {
+                    "command": self.command,
+                    "machine": machine(),
+                    "date": today(),
+                    "rows": [{**r.__dict__, "events_per_s": r.events_per_s} for r in self.rows],
+                    "notes": self.notes,
+                },
+                indent=1,
+                default=str,
+            )
+        )
+
+
+def say(text: str) -> None:
+    print(f"bench [{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def machine() -> str:
+    with open("/proc/meminfo") as f:
+        kib = int(f.readline().split()[1])
+    return f"{os.cpu_count()} cores, {round(kib / 1024 / 1024)} GiB"
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def today() -> str:
+    return f"{datetime.now(UTC):%Y-%m-%d}"
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[list[float]]:
+    box: list[float] = []
+    started = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box.append(time.perf_counter() - started)
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dataset:
+    root: Path
+    events: int
+    file_events: int
+
+    def dir(self, fmt: str) -> Path:
+        return self.root / fmt / "bid"
+
+    def glob(self, fmt: str) -> str:
+        return str(self.dir(fmt) / f"*.{fmt}")
+
+    def files(self, fmt: str) -> list[Path]:
+        return sorted(self.dir(fmt).glob(f"*.{fmt}"))
+
+    def bids(self, files: list[Path] | None = None) -> int:
+        """Bids in ``files`` (default: all): the rows every query reads (92% of events)."""
+        import pyarrow.parquet as pq
+
+        chosen = self.files("parquet") if files is None else files
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in chosen)
+
+
+def write_dataset(report: Report, events: int, file_events: int, formats: list[str]) -> Dataset:
+    from sluice.nexmark import write_files
+
+    ds = Dataset(CACHE / "nexmark" / f"{events}-{file_events}", events, file_events)
+    for fmt in formats:
+        done = ds.root / fmt / ".complete"
+        if done.exists():
+            say(f"data: {fmt} cached in {ds.dir(fmt)}")
+            continue
+        shutil.rmtree(ds.root / fmt, ignore_errors=True)
+        with timed() as t:
+            write_files(
+                str(ds.root / fmt), 0, events, format=fmt, events_per_file=file_events  # type: ignore[arg-type]
+            )
+        # Only bids are read: drop the person and auction files.
+        for kind in ("person", "auction"):
+            shutil.rmtree(ds.root / fmt / kind, ignore_errors=True)
+        size = sum(p.stat().st_size for p in ds.files(fmt))
+        done.write_text("ok\n")
+        report.add(
+            Row("data", "generator", "", fmt, events, t[0], len(ds.files(fmt)),
+                extra={"bytes": size})  # fmt: skip
+        )
+    return ds
+
+
+# --- DuckDB: the reference and the near-hardware bound --------------------------------
+
+
+def duckdb_connection() -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def source_sql(ds: Dataset, fmt: str) -> str:
+    if fmt == "parquet":
+        return f"read_parquet('{ds.glob(fmt)}')"
+    columns = ", ".join(
+        f"{n}: '{'BIGINT' if t == 'long' else 'TIMESTAMP' if t == 'timestamp' else 'VARCHAR'}'"
+        for n, t in BID_SCHEMA.items()
+    )
+    return f"read_json('{ds.glob(fmt)}', format = 'newline_delimited', columns = {{{columns}}})"
+
+
+def reference_sql(query: str, bids: str) -> str:
+    """The query in DuckDB SQL over ``bids``, keys and values named as :data:`KEYS` /
+    :data:`VALUES`; windowed queries only emit windows with ``we <= `` the last bid's time."""
+    t = "epoch_us(date_time)"
+    if query == "q0":
+        return f"SELECT * FROM {bids}"
+    if query == "q5":
+        size, slide = 10 * SECOND_US, 2 * SECOND_US
+        return f"""
+            WITH b AS (SELECT auction, {t} AS t FROM {bids}),
+            final AS (SELECT max(t) AS wm FROM b),
+            hop AS (SELECT auction, t - t % {slide} - i * {slide} AS ws
+                    FROM b, range(0, {size // slide}) AS r(i))
+            SELECT auction, ws, ws + {size} AS we, count(*) AS bids
+            FROM hop, final WHERE ws + {size} <= final.wm GROUP BY auction, ws"""
+    if query == "q7":
+        size = 10 * SECOND_US
+        return f"""
+            WITH b AS (SELECT price, {t} AS t FROM {bids}),
+            final AS (SELECT max(t) AS wm FROM b)
+            SELECT t - t % {size} AS ws, t - t % {size} + {size} AS we,
+                   max(price) AS max_price, count(*) AS bids
+            FROM b, final WHERE t - t % {size} + {size} <= final.wm GROUP BY ws"""
+    gap = 10 * SECOND_US
+    return f"""
+        WITH b AS (SELECT bidder, {t} AS t FROM {bids}),
+        final AS (SELECT max(t) AS wm FROM b),
+        marked AS (SELECT bidder, t, CASE WHEN t - lag(t) OVER (PARTITION BY bidder ORDER BY t)
+                          < {gap} THEN 0 ELSE 1 END AS starts FROM b),
+        numbered AS (SELECT bidder, t, sum(starts) OVER (PARTITION BY bidder ORDER BY t
+                            ROWS UNBOUNDED PRECEDING) AS session FROM marked)
+        SELECT bidder, min(t) AS ws, max(t) + {gap} AS we, count(*) AS bid_count
+        FROM numbered, final GROUP BY bidder, session, final.wm
+        HAVING max(t) + {gap} <= final.wm"""
+
+
+def run_duckdb(report: Report, ds: Dataset, formats: list[str]) -> dict[str, Any]:
+    """Each query over each format, written to Parquet (the write is part of the time, as
+    every engine writes its output). Returns the reference tables (from Parquet input)."""
+    con = duckdb_connection()
+    out = WORK / "duckdb"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for fmt in formats:
+        for query in QUERIES:
+            target = out / f"{query}-{fmt}.parquet"
+            with timed() as t:
+                con.execute(
+                    f"COPY ({reference_sql(query, source_sql(ds, fmt))}) TO '{target}' "
+                    "(FORMAT parquet)"
+                )
+            (rows,) = con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchone()
+            if fmt == "parquet":
+                REFERENCE[query] = target
+            check = "reference" if fmt == "parquet" else same_tables(REFERENCE[query], target)
+            report.add(Row("duckdb", "DuckDB", query, fmt, ds.bids(), t[0], rows, check))
+    con.close()
+    return {q: out / f"{q}-parquet.parquet" for q in QUERIES}
+
+
+def same_tables(a: Path, b: Path) -> str:
+    con = duckdb_connection()
+    try:
+        diff = [
+            con.execute(
+                f"SELECT count(*) FROM (SELECT * FROM read_parquet('{x}') "
+                f"EXCEPT ALL SELECT * FROM read_parquet('{y}'))"
+            ).fetchone()[0]
+            for x, y in ((a, b), (b, a))
+        ]
+        return "match" if diff == [0, 0] else f"DIFFERS: {diff[0]} missing, {diff[1]} extra"
+    finally:
+        con.close()
+
+
+REFERENCE: dict[str, Path] = {}
+
+
+def normalized_sql(query: str, relation: str) -> str:
+    """An engine's output as the reference's columns (windows as µs)."""
+    if query == "q0":
+        return (
+            f"SELECT event_id, auction, bidder, price, channel, url, epoch_us(date_time) AS t, "
+            f"extra FROM {relation}"
+        )
+    values = ", ".join(VALUES[query])
+    keys = [k for k in KEYS[query] if k not in ("ws", "we")]
+    lead = ", ".join(keys) + ", " if keys else ""
+    return (
+        f"SELECT {lead}epoch_us(CAST(window_start AS TIMESTAMP)) AS ws, "
+        f"epoch_us(CAST(window_end AS TIMESTAMP)) AS we, {values} FROM {relation}"
+    )
+
+
+def check_output(query: str, ds: Dataset, relation_glob: str, *, closed_only: bool = False) -> str:
+    """``match`` when the engine's rows equal the reference's, else what differs.
+    ``closed_only``: drop the engine's windows that had not closed at the final watermark
+    (engines that flush every window at end of input)."""
+    con = duckdb_connection()
+    try:
+        reference = f"read_parquet('{REFERENCE[query]}')"
+        reader = (
+            f"read_parquet('{relation_glob}', union_by_name = true)"
+            if relation_glob.endswith(".parquet") or "*" in relation_glob
+            else relation_glob
+        )
+        engine = normalized_sql(query, reader)
+        if query == "q0":
+            ref = (
+                "SELECT event_id, auction, bidder, price, channel, url, epoch_us(date_time) AS t, "
+                f"extra FROM {reference}"
+            )
+            sums = [
+                con.execute(
+                    f"SELECT count(*), sum(hash(event_id, auction, bidder, price, channel, url, "
+                    f"t, extra)::HUGEINT) FROM ({sql})"
+                ).fetchone()
+                for sql in (ref, engine)
+            ]
+            return "match" if sums[0] == sums[1] else f"DIFFERS: reference {sums[0]}, got {sums[1]}"
+        if closed_only:
+            wm = con.execute(
+                f"SELECT max(epoch_us(date_time)) FROM {source_sql(ds, 'parquet')}"
+            ).fetchone()[0]
+            engine = f"SELECT * FROM ({engine}) WHERE we <= {wm}"
+        missing = con.execute(f"SELECT count(*) FROM (SELECT * FROM {reference} EXCEPT ALL {engine})").fetchone()[0]
+        extra = con.execute(f"SELECT count(*) FROM ({engine} EXCEPT ALL SELECT * FROM {reference})").fetchone()[0]
+        if missing == extra == 0:
+            return "match"
+        return f"DIFFERS: {missing} reference rows missing, {extra} rows not in the reference"
+    finally:
+        con.close()
+
+
+# --- Spark: the same query as a plain batch, as Sluice specs, and in Structured Streaming --
+
+
+def spark_query(query: str, df: Any, *, streaming: bool = False) -> Any:
+    """The query in the DataFrame API (Spark's own window functions)."""
+    from pyspark.sql import functions as F
+
+    if query == "q0":
+        return df
+    if streaming:
+        df = df.withWatermark("date_time", "0 seconds")
+    one = F.count(F.lit(1))
+    if query == "q5":
+        grouped = df.groupBy(F.window("date_time", "10 seconds", "2 seconds"), "auction")
+        out, keys, window = grouped.agg(one.alias("bids")), ["auction"], "window"
+    elif query == "q7":
+        grouped = df.groupBy(F.window("date_time", "10 seconds"))
+        out = grouped.agg(F.max("price").alias("max_price"), one.alias("bids"))
+        keys, window = [], "window"
+    else:
+        grouped = df.groupBy(F.session_window("date_time", "10 seconds"), "bidder")
+        out, keys, window = grouped.agg(one.alias("bid_count")), ["bidder"], "session_window"
+    return out.select(
+        *keys,
+        F.col(f"{window}.start").alias("window_start"),
+        F.col(f"{window}.end").alias("window_end"),
+        *VALUES[query],
+    )
+
+
+def read_batch(spark: Any, fmt: str, paths: list[str]) -> Any:
+    reader = spark.read.schema(BID_DDL)
+    return reader.parquet(*paths) if fmt == "parquet" else reader.json(paths)
+
+
+def run_plain(report: Report, spark: Any, ds: Dataset, files_per_epoch: int) -> dict[str, float]:
+    """Each query once over all N events, and over the first epoch's files: the base the
+    checkpoint overhead is measured against. Returns the per-epoch base per query."""
+    per_epoch: dict[str, float] = {}
+    for query in QUERIES:
+        for scope in ("all", "epoch"):
+            files = ds.files("parquet")
+            paths = [str(p) for p in (files if scope == "all" else files[:files_per_epoch])]
+            events = ds.bids(files if scope == "all" else files[:files_per_epoch])
+            out = WORK / "plain" / f"{query}-{scope}"
+            shutil.rmtree(out, ignore_errors=True)
+            with timed() as t:
+                spark_query(query, read_batch(spark, "parquet", paths)).write.parquet(str(out))
+            check = ""
+            if scope == "all":
+                check = check_output(query, ds, f"{out}/*.parquet", closed_only=True)
+            else:
+                per_epoch[query] = t[0]
+            report.add(
+                Row("plain", f"Spark batch ({scope})", query, "parquet", events, t[0], None, check)
+            )
+    return per_epoch
+
+
+Q0_FUNCTION = '''
+COLUMNS = ["event_id", "auction", "bidder", "price", "channel", "url", "date_time", "extra"]
+
+
+def passthrough(ctx, records):
+    """Nexmark q0: every bid as it came (a process function without state)."""
+    return records[COLUMNS]
+'''
+
+SPECS: dict[str, dict[str, Any]] = {
+    # q0: Sluice has no stateless operator; a process function returns each key group's
+    # records as they are, keyed by pmod(event_id, 8) so that 8 Arrow batches go to Python.
+    "q0": {
+        "select": {"part": "pmod(event_id, 8)"},
+        "key_by": ["part"],
+        "process": {"function": "bench_q0:passthrough", "output": dict(BID_SCHEMA)},
+    },
+    "q5": {
+        "key_by": ["auction"],
+        "window": {"type": "hopping", "size": "10s", "slide": "2s"},
+        "aggregates": {"bids": "count(*)"},
+        "emit": "on_close",
+    },
+    "q7": {
+        "window": {"type": "tumbling", "size": "10s"},
+        "aggregates": {"max_price": "max(price)", "bids": "count(*)"},
+        "emit": "on_close",
+    },
+    "q11": {
+        "key_by": ["bidder"],
+        "window": {"type": "session", "gap": "10s"},
+        "aggregates": {"bid_count": "count(*)"},
+        "emit": "on_close",
+    },
+}
+
+
+def sluice_spec(
+    name: str, body: dict[str, Any], source: dict[str, Any], qos: int, work: Path
+) -> Path:
+    """Write a spec (and q0's function module) into ``work``; sinks and checkpoints there."""
+    import yaml
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "bench_q0.py").write_text(Q0_FUNCTION)
+    spec = {
+        "name": name,
+        "source": source,
+        "event_time": {"column": source.get("event_time", "date_time"), "max_out_of_orderness": "0s"},
+        **body,
+        "qos": qos,
+        "sinks": [{"name": "out", "type": "files", "path": str(work / "out"), "format": "parquet"}],
+        "late_records": {"type": "files", "path": str(work / "late"), "format": "parquet"},
+        "dead_letters": {"type": "files", "path": str(work / "dead"), "format": "parquet"},
+        "checkpoint": {"storage": str(work / "checkpoints")},
+    }
+    spec["source"] = {k: v for k, v in source.items() if k != "event_time"}
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def bid_source(ds: Dataset, fmt: str, files_per_epoch: int) -> dict[str, Any]:
+    return {
+        "type": "files",
+        "path": str(ds.dir(fmt)),
+        "format": fmt,
+        "schema": dict(BID_SCHEMA),
+        "max_files_per_epoch": files_per_epoch,
+    }
+
+
+@dataclass
+class EpochTimes:
+    plan: float
+    process: float
+    commit: float
+    state_write: float
+    state_bytes: int
+    state_rows: int
+    records: int
+
+    @property
+    def total(self) -> float:
+        return self.plan + self.process + self.commit
+
+
+class StateTimer:
+    """Times ``sluice.protocol.process._write_state`` (the snapshot of S_{k+1})."""
+
+    def __init__(self) -> None:
+        from sluice.protocol import process
+
+        self.module = process
+        self.original = process._write_state
+        self.seconds = 0.0
+
+    def __enter__(self) -> StateTimer:
+        def timed_write(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        self.module._write_state = timed_write
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.module._write_state = self.original
+
+
+def run_sluice_epochs(
+    spark: Any, spec_path: Path, *, max_epochs: int | None = None, max_units: int | None = None
+) -> list[EpochTimes]:
+    """plan -> process -> commit until drained (or ``max_epochs``), each step timed."""
+    from sluice.protocol import commit_epoch, plan_epoch, process_epoch
+    from sluice.spec import load_spec
+
+    from tests.fixtures.pipelines import runtime
+
+    rt = runtime(load_spec(str(spec_path)))
+    epochs: list[EpochTimes] = []
+    with StateTimer() as state:
+        while max_epochs is None or len(epochs) < max_epochs:
+            t0 = time.perf_counter()
+            plan = plan_epoch(rt, max_units=max_units)
+            if plan is None:
+                break
+            t1 = time.perf_counter()
+            state.seconds = 0.0
+            record = process_epoch(rt, spark, plan.epoch)
+            t2 = time.perf_counter()
+            checkpoint = commit_epoch(rt, plan.epoch, record.attempt)
+            t3 = time.perf_counter()
+            result = checkpoint.result
+            assert result is not None
+            ref = result.state
+            size = sum(int(v.split(":", 1)[0]) for _, v in ref.files or ())
+            epochs.append(
+                EpochTimes(t1 - t0, t2 - t1, t3 - t2, state.seconds, size, ref.rows,
+                           result.stats.records_read)  # fmt: skip
+            )
+    return epochs
+
+
+def run_sluice(
+    report: Report,
+    spark: Any,
+    ds: Dataset,
+    files_per_epoch: int,
+    plain: dict[str, float],
+    runs: list[tuple[str, int]],
+) -> None:
+    cores = int(spark.sparkContext.defaultParallelism)
+    for query in QUERIES:
+        for fmt, qos in runs:
+            name = f"bench_{query}_{fmt}_qos{qos}"
+            work = WORK / "sluice" / name
+            spec = sluice_spec(name, SPECS[query], bid_source(ds, fmt, files_per_epoch), qos, work)
+            with timed() as t:
+                epochs = run_sluice_epochs(spark, spec)
+            check = check_output(query, ds, f"{work}/out/*.parquet")
+            per_epoch = statistics.median(e.total for e in epochs)
+            base = plain.get(query) if fmt == "parquet" else None
+            report.add(
+                Row(
+                    "sluice",
+                    f"Sluice qos {qos}",
+                    query,
+                    fmt,
+                    sum(e.records for e in epochs),
+                    t[0],
+                    rows_out(f"{work}/out/*.parquet"),
+                    check,
+                    extra={
+                        "qos": qos,
+                        "cores": cores,
+                        "epochs": len(epochs),
+                        "epoch_s": per_epoch,
+                        "plan_s": statistics.median(e.plan for e in epochs),
+                        "process_s": statistics.median(e.process for e in epochs),
+                        "commit_s": statistics.median(e.commit for e in epochs),
+                        "state_write_s": statistics.median(e.state_write for e in epochs),
+                        "state_bytes": epochs[-1].state_bytes if epochs else 0,
+                        "state_bytes_max": max((e.state_bytes for e in epochs), default=0),
+                        "state_rows": epochs[-1].state_rows if epochs else 0,
+                        "plain_epoch_s": base,
+                        "overhead": (per_epoch / base - 1) if base else None,
+                    },
+                )
+            )
+
+
+def rows_out(glob: str) -> int:
+    con = duckdb_connection()
+    try:
+        files = list(Path(glob).parent.glob(Path(glob).name))
+        if not files:
+            return 0
+        return int(con.execute(f"SELECT count(*) FROM read_parquet('{glob}')").fetchone()[0])
+    finally:
+        con.close()
+
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def run_sss(report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str]) -> None:
+    """Structured Streaming: AvailableNow over the same files, RocksDB state, a checkpoint
+    location; one micro-batch per epoch's worth of files."""
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    for fmt in formats:
+        for query in QUERIES:
+            work = WORK / "sss" / f"{query}-{fmt}"
+            shutil.rmtree(work, ignore_errors=True)
+            reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_epoch)
+            path = str(ds.dir(fmt))
+            df = reader.parquet(path) if fmt == "parquet" else reader.json(path)
+            writer = (
+                spark_query(query, df, streaming=True)
+                .writeStream.format("parquet")
+                .option("path", str(work / "out"))
+                .option("checkpointLocation", str(work / "checkpoint"))
+                .outputMode("append")
+                .trigger(availableNow=True)
+            )
+            with timed() as t:
+                running = writer.start()
+                running.awaitTermination()
+            progress = running.recentProgress
+            batches = [p for p in progress if p.get("numInputRows", 0) > 0]
+            check = check_output(query, ds, f"{work}/out/*.parquet")
+            report.add(
+                Row(
+                    "sss",
+                    "Spark Structured Streaming",
+                    query,
+                    fmt,
+                    sum(int(p["numInputRows"]) for p in progress),
+                    t[0],
+                    rows_out(f"{work}/out/*.parquet"),
+                    check,
+                    extra={
+                        "batches": len(progress),
+                        "data_batches": len(batches),
+                        "epoch_s": statistics.median(
+                            p["durationMs"]["triggerExecution"] / 1000 for p in batches
+                        )
+                        if batches
+                        else None,
+                        "state_store": "RocksDB",
+                    },
+                )
+            )
+
+
+# --- PyFlink ----------------------------------------------------------------------------
+
+
+def run_flink(report: Report, ds: Dataset, formats: list[str], interval: str) -> None:
+    script = ROOT / "bench" / "peers" / "flink_nexmark.py"
+    if not FLINK_PYTHON.exists():
+        report.notes.append(
+            f"PyFlink skipped: no {FLINK_PYTHON.relative_to(ROOT)} (make flink-venv creates it)"
+        )
+        say(report.notes[-1])
+        return
+    for fmt in formats:
+        for query in QUERIES:
+            work = WORK / "flink" / f"{query}-{fmt}"
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            command = [
+                str(FLINK_PYTHON), str(script), "--input", str(ds.dir(fmt)), "--format", fmt,
+                "--query", query, "--out", str(work / "out"),
+                "--checkpoints", str(work / "checkpoints"), "--parallelism", "2",
+                "--checkpoint-interval", interval,
+            ]  # fmt: skip
+            with timed() as t:
+                done = subprocess.run(command, capture_output=True, text=True, check=False)
+            result = next(
+                (
+                    json.loads(line.split(" ", 1)[1])
+                    for line in done.stdout.splitlines()
+                    if line.startswith("FLINK_RESULT ")
+                ),
+                None,
+            )
+            if done.returncode != 0 or result is None:
+                tail = (done.stderr or done.stdout)[-2000:]
+                report.notes.append(f"PyFlink {query} {fmt} failed ({done.returncode}): {tail}")
+                say(report.notes[-1])
+                continue
+            out_glob = result.get("output_glob") or f"{work}/out/**/*"
+            check = check_output(query, ds, flink_relation(out_glob), closed_only=True)
+            report.add(
+                Row(
+                    "flink",
+                    "PyFlink",
+                    query,
+                    fmt,
+                    int(result.get("events") or ds.bids()),
+                    float(result["seconds"]),
+                    result.get("rows_out"),
+                    check,
+                    extra={
+                        "checkpoints": result.get("checkpoints_completed"),
+                        "startup_s": result.get("startup_seconds"),
+                        "wall_s": t[0],
+                        "version": result.get("flink_version"),
+                    },
+                )
+            )
+
+
+def flink_relation(glob: str) -> str:
+    if glob.endswith(".csv"):
+        return f"read_csv('{glob}', header = true)"
+    return f"read_parquet('{glob}')"
+
+
+# --- fixed cost of an epoch ------------------------------------------------------------
+
+
+def trickle_file(folder: Path, n: int) -> None:
+    """The n-th one-bid file of the fixed-cost pipeline (bid n, n seconds after the start)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    start = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * SECOND_US)
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table(
+        {
+            "event_id": [n], "auction": [n % 7], "bidder": [n % 5], "price": [100 + n],
+            "channel": ["c"], "url": ["u"],
+            "date_time": pa.array([start + n * SECOND_US], pa.timestamp("us", tz="UTC")),
+            "extra": [""],
+        }  # fmt: skip
+    )
+    pq.write_table(table, folder / f"events-{n:012d}.parquet")
+
+
+def run_fixed(report: Report, spark: Any, repeats: int) -> None:
+    """A near-empty epoch (one new 1-bid file) of q5, cold and warm. An epoch with no new
+    data at all is never run: plan finds nothing and the DAG run ends there."""
+    from sluice.spark import s3a_jars, submit_conf
+
+    work = WORK / "fixed"
+    source = {"type": "files", "path": str(work / "in" / "bid"), "format": "parquet",
+              "schema": dict(BID_SCHEMA)}  # fmt: skip
+    modes: dict[str, list[dict[str, float]]] = {}
+
+    # cold: every step a new process, process a new Spark driver (spark-submit), as the DAG
+    spec = sluice_spec("bench_fixed_cold", SPECS["q5"], source, 2, work / "cold")
+    shutil.rmtree(work / "in", ignore_errors=True)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    sluice_cli = str(Path(sys.executable).parent / "sluice")
+    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
+    for key, value in submit_conf().items():
+        submit += ["--conf", f"{key}={value}"]
+    jars = ",".join(str(p) for p in s3a_jars())
+    if jars:
+        submit += ["--jars", jars]
+    cold: list[dict[str, float]] = []
+    for n in range(repeats + 1):  # the first epoch starts the state: not counted
+        trickle_file(work / "in" / "bid", n)
+        steps: dict[str, float] = {}
+        for step, command in (
+            ("plan", [sluice_cli, "plan", str(spec)]),
+            ("process", [*submit, str(ROOT / "jobs" / "run_epoch.py"), "--spec", str(spec),
+                         "--epoch", str(n + 1)]),  # fmt: skip
+            ("commit", [sluice_cli, "commit", str(spec)]),
+        ):
+            with timed() as t:
+                subprocess.run(command, check=True, env=env, capture_output=True)
+            steps[step] = t[0]
+        if n:
+            cold.append(steps)
+    modes["cold (new processes, spark-submit)"] = cold
+
+    # warm: the long-lived session of this process
+    shutil.rmtree(work / "in", ignore_errors=True)
+    spec = sluice_spec("bench_fixed_warm", SPECS["q5"], source, 2, work / "warm")
+    warm: list[dict[str, float]] = []
+    for n in range(repeats + 1):
+        trickle_file(work / "in" / "bid", n)
+        (e,) = run_sluice_epochs(spark, spec, max_epochs=1)
+        if n:
+            warm.append({"plan": e.plan, "process": e.process, "commit": e.commit})
+    modes["warm (long-lived session, in-process)"] = warm
+
+    served = run_fixed_served(work, source, repeats)
+    if served:
+        modes["warm (sluice serve, one request per epoch)"] = served
+
+    for mode, runs in modes.items():
+        medians = {k: statistics.median(r[k] for r in runs) for k in ("plan", "process", "commit")}
+        total = statistics.median(sum(r.values()) for r in runs)
+        report.add(
+            Row("fixed", mode, "q5", "parquet", 1, total, None, "",
+                extra={**{f"{k}_s": v for k, v in medians.items()}, "repeats": len(runs)})  # fmt: skip
+        )
+
+
+def run_fixed_served(work: Path, source: dict[str, Any], repeats: int) -> list[dict[str, float]]:
+    """The same through ``sluice serve`` (the warm execution mode of the DAG), if present."""
+    try:
+        from sluice import server  # type: ignore[attr-defined]
+    except ImportError:
+        say("fixed: no sluice.server module: the served warm mode is not measured")
+        return []
+    return server_fixed_cost(server, work, source, repeats)
+
+
+def server_fixed_cost(
+    server: Any, work: Path, source: dict[str, Any], repeats: int
+) -> list[dict[str, float]]:
+    raise NotImplementedError("wired in once sluice serve exists")
+
+
+# --- scaling ----------------------------------------------------------------------------
+
+
+def keyed_files(folder: Path, total_keys: int, touched: int, epochs: int) -> None:
+    """File 0: one record for each of ``total_keys`` keys; files 1..epochs: ``touched``
+    records over a fixed spread of keys. All in one day: the 1-day windows never close, so
+    the state holds every key."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    start = int(datetime(2026, 1, 1, tzinfo=UTC).timestamp() * SECOND_US)
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = np.arange(total_keys, dtype=np.int64)
+    times = start + np.arange(total_keys, dtype=np.int64)
+    t0 = start + total_keys
+    spread = np.linspace(0, total_keys - 1, touched).astype(np.int64)
+    chunks = [(keys, times)] + [
+        (spread, t0 + e * touched + np.arange(touched, dtype=np.int64)) for e in range(epochs)
+    ]
+    for i, (k, t) in enumerate(chunks):
+        table = pa.table(
+            {
+                "key": pa.array(k, pa.int64()),
+                "value": pa.array(k % 100, pa.int64()),
+                "ts": pa.array(t, pa.timestamp("us", tz="UTC")),
+            }
+        )
+        pq.write_table(table, folder / f"part-{i:06d}.parquet")
+
+
+def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes: list[int],
+                touched: int) -> None:  # fmt: skip
+    from sluice.nexmark import write_files
+
+    for keys in state_sizes:
+        work = WORK / "scaling" / f"state-{keys}"
+        shutil.rmtree(work, ignore_errors=True)
+        keyed_files(work / "in", keys, touched, 3)
+        source = {"type": "files", "path": str(work / "in"), "format": "parquet",
+                  "schema": {"key": "long", "value": "long", "ts": "timestamp"},
+                  "max_files_per_epoch": 1, "event_time": "ts"}  # fmt: skip
+        body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"},
+                "aggregates": {"n": "count(*)", "total": "sum(value)"}, "emit": "on_close"}  # fmt: skip
+        spec = sluice_spec("bench_state", body, source, 2, work / "run")
+        epochs = run_sluice_epochs(spark, spec)
+        first, rest = epochs[0], epochs[1:]
+        report.add(
+            Row(
+                "scaling-state", "Sluice qos 2", "tumbling 1d per key", "parquet", touched,
+                statistics.median(e.total for e in rest), None, "",
+                extra={
+                    "state_keys": keys,
+                    "touched_keys": touched,
+                    "first_epoch_s": first.total,
+                    "process_s": statistics.median(e.process for e in rest),
+                    "state_write_s": statistics.median(e.state_write for e in rest),
+                    "state_bytes": rest[-1].state_bytes,
+                    "state_rows": rest[-1].state_rows,
+                },
+            )  # fmt: skip
+        )
+    for size in epoch_sizes:
+        data = CACHE / "nexmark" / f"epochs-{size}"
+        if not (data / ".complete").exists():
+            shutil.rmtree(data, ignore_errors=True)
+            write_files(str(data), 0, 2 * size, format="parquet", events_per_file=size)
+            for kind in ("person", "auction"):
+                shutil.rmtree(data / kind, ignore_errors=True)
+            (data / ".complete").write_text("ok\n")
+        source = {"type": "files", "path": str(data / "bid"), "format": "parquet",
+                  "schema": dict(BID_SCHEMA), "max_files_per_epoch": 1}  # fmt: skip
+        spec = sluice_spec("bench_epochs", SPECS["q11"], source, 2, WORK / "scaling" / f"epochs-{size}")
+        epochs = run_sluice_epochs(spark, spec)
+        last = epochs[-1]
+        report.add(
+            Row(
+                "scaling-epoch", "Sluice qos 2", "q11", "parquet", last.records, last.total,
+                None, "",
+                extra={
+                    "events_per_epoch": size,
+                    "first_epoch_s": epochs[0].total,
+                    "process_s": last.process,
+                    "state_rows": last.state_rows,
+                    "state_bytes": last.state_bytes,
+                },
+            )  # fmt: skip
+        )
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    if args.quick:
+        defaults = {"events": 500_000, "epoch_events": 250_000, "file_events": 50_000,
+                    "state_sizes": "10000,100000", "epoch_sizes": "10000,100000,250000",
+                    "repeats": 2, "out": RESULTS / "quick.md"}  # fmt: skip
+        for key, value in defaults.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
+    args.events = args.events or 10_000_000
+    args.epoch_events = args.epoch_events or 1_000_000
+    args.file_events = args.file_events or 100_000
+    args.state_sizes = args.state_sizes or "10000,100000,1000000,10000000"
+    args.epoch_sizes = args.epoch_sizes or "10000,100000,1000000,10000000"
+    args.repeats = args.repeats or 5
+    args.out = Path(args.out or RESULTS / "latest.md")
+    if args.epoch_events % args.file_events:
+        raise SystemExit("--epoch-events must be a multiple of --file-events")
+    sections = args.sections.split(",") if args.sections else list(SECTIONS)
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    formats = ["parquet", "jsonl"]
+    files_per_epoch = args.epoch_events // args.file_events
+    report = Report(args.label or "bench/nexmark.py " + " ".join(sys.argv[1:]), args, args.out)
+    say(f"{report.command}: {machine()}, {cpu_model()}; sections {', '.join(sections)}")
+
+    ds = write_dataset(report, args.events, args.file_events, formats)
+    duck = run_duckdb(report, ds, formats)
+    REFERENCE.update(duck)
+    spark = None
+    try:
+        if set(sections) & {"plain", "sluice", "sss", "fixed", "scaling"}:
+            from sluice.spark import spark_session
+
+            spark = spark_session(
+                "sluice-nexmark-bench", extra_conf={"spark.driver.memory": args.driver_memory}
+            )
+            warm_up(spark, ds, files_per_epoch)
+        plain: dict[str, float] = {}
+        if "plain" in sections:
+            plain = run_plain(report, spark, ds, files_per_epoch)
+        if "sluice" in sections:
+            runs = [("parquet", 0), ("parquet", 1), ("parquet", 2), ("jsonl", 2)]
+            run_sluice(report, spark, ds, files_per_epoch, plain, runs)
+        if "sss" in sections:
+            run_sss(report, spark, ds, files_per_epoch, formats)
+        if "flink" in sections:
+            run_flink(report, ds, formats, args.flink_checkpoint_interval)
+        if "fixed" in sections:
+            run_fixed(report, spark, args.repeats)
+        if "scaling" in sections:
+            run_scaling(
+                report, spark, ints(args.state_sizes), ints(args.epoch_sizes), args.touched_keys
+            )
+    finally:
+        if spark is not None:
+            spark.stop()
+    report.notes.append(f"total bench time {time.perf_counter() - report.started:.0f} s")
+    report.write(final=True)
+    print(args.out.read_text())
+    return 0
+
+
+def warm_up(spark: Any, ds: Dataset, files_per_epoch: int) -> None:
+    """One small Sluice epoch and one batch query before anything is timed (JIT, Python
+    workers, class loading), so the first measured engine does not pay for them."""
+    work = WORK / "warm-up"
+    spec = sluice_spec("bench_warm_up", SPECS["q5"], bid_source(ds, "parquet", 1), 2, work)
+    run_sluice_epochs(spark, spec, max_epochs=1)
+    spark_query("q11", read_batch(spark, "parquet", [str(ds.files("parquet")[0])])).count()
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke-size defaults (make bench-quick)")
+    parser.add_argument("--events", type=int, default=None, help="Nexmark events (default 10M)")
+    parser.add_argument("--epoch-events", type=int, default=None, help="events per epoch (1M)")
+    parser.add_argument("--file-events", type=int, default=None, help="events per file (100k)")
+    parser.add_argument("--sections", default=None, help=f"comma list of {', '.join(SECTIONS)}")
+    parser.add_argument("--state-sizes", default=None, help="total keys (10k..10M)")
+    parser.add_argument("--epoch-sizes", default=None, help="events per epoch (10k..10M)")
+    parser.add_argument("--touched-keys", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=None, help="fixed-cost epochs (5)")
+    parser.add_argument("--flink-checkpoint-interval", default="10s")
+    parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument("--label", default=None, help="the command recorded in every row")
+    parser.add_argument("--out", default=None, help="report path (bench/results/latest.md)")
+    return parser
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

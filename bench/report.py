@@ -1,0 +1,292 @@
+"""The bench report: markdown tables (bench/results/latest.md) and a PNG chart next to it.
+
+Every table row ends with the command, the machine and the date it was measured with.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["render"]
+
+ENGINE_ORDER = ("DuckDB", "Spark batch", "Sluice qos 0", "Sluice qos 1", "Sluice qos 2",
+                "Spark Structured Streaming", "PyFlink")  # fmt: skip
+
+
+def render(report: Any, *, final: bool) -> str:
+    from bench.nexmark import cpu_model, machine, today
+
+    args = report.args
+    where = f"{machine()} | {today()} | `{report.command}`"
+    lines = [
+        "# Nexmark: Sluice side by side with Spark Structured Streaming, PyFlink and DuckDB",
+        "",
+        f"{'' if final else '**PARTIAL (still running)** '}Command `{report.command}`; "
+        f"{machine()} ({cpu_model()}); {today()}. {args.events:,} Nexmark events "
+        f"({_bids(report):,} bids: the queries read bids only), epochs of "
+        f"{args.epoch_events:,} events, files of {args.file_events:,} events. "
+        "Speeds are bids read per second of wall time; per core = divided by the machine's "
+        f"{os.cpu_count()} cores (every engine runs 2-way parallel: Spark local[2], Flink "
+        "parallelism 2, DuckDB 2 threads). `check`: the engine's output compared row by row "
+        "with DuckDB's (windows closed at the last bid's time).",
+        "",
+    ]
+    lines += _targets(report)
+    throughput = [r for r in report.rows if r.section in ("duckdb", "plain", "sluice", "sss", "flink")]
+    if throughput:
+        lines += [
+            "## Throughput",
+            "",
+            "| engine | query | format | bids | s | bids/s | per core | rows out | check | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sorted(throughput, key=lambda r: (_qorder(r.query), r.format != "parquet", _eorder(r.engine))):
+            lines.append(
+                f"| {r.engine} | {r.query} | {r.format} | {r.events:,} | {r.seconds:.1f} | "
+                f"{r.events_per_s:,.0f} | {r.events_per_s / (os.cpu_count() or 1):,.0f} | "
+                f"{'' if r.rows_out is None else f'{r.rows_out:,}'} | {r.check} | {where} |"
+            )
+        lines.append("")
+    sluice = [r for r in report.rows if r.section == "sluice"]
+    if sluice:
+        lines += [
+            "## Sluice per epoch (medians)",
+            "",
+            "Overhead: the median epoch (plan + process + commit) against the same Spark query "
+            "run once as a plain batch over one epoch's files (no state, no checkpoint). State: "
+            "the snapshot written by each epoch (size after the last epoch; write time median).",
+            "",
+            "| query | format | qos | epochs | epoch s | plan s | process s | commit s | state write s | state size | state rows | plain batch s | overhead | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sluice:
+            x = r.extra
+            base = "" if x["plain_epoch_s"] is None else f"{x['plain_epoch_s']:.2f}"
+            over = "" if x["overhead"] is None else f"{x['overhead'] * 100:+.0f}%"
+            lines.append(
+                f"| {r.query} | {r.format} | {x['qos']} | {x['epochs']} | {x['epoch_s']:.2f} | "
+                f"{x['plan_s']:.2f} | {x['process_s']:.2f} | {x['commit_s']:.2f} | "
+                f"{x['state_write_s']:.2f} | {_size(x['state_bytes'])} | {x['state_rows']:,} | "
+                f"{base} | {over} | {where} |"
+            )
+        lines.append("")
+    sss = [r for r in report.rows if r.section == "sss"]
+    if sss:
+        lines += [
+            "## Spark Structured Streaming micro-batches",
+            "",
+            "| query | format | batches (with data) | median batch s | state store | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sss:
+            x = r.extra
+            med = "" if x["epoch_s"] is None else f"{x['epoch_s']:.2f}"
+            lines.append(
+                f"| {r.query} | {r.format} | {x['batches']} ({x['data_batches']}) | {med} | "
+                f"{x['state_store']} | {where} |"
+            )
+        lines.append("")
+    flink = [r for r in report.rows if r.section == "flink"]
+    if flink:
+        lines += [
+            "## PyFlink jobs",
+            "",
+            "| query | format | job s | startup s | checkpoints completed | Flink | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in flink:
+            x = r.extra
+            start = "" if x.get("startup_s") is None else f"{x['startup_s']:.1f}"
+            lines.append(
+                f"| {r.query} | {r.format} | {r.seconds:.1f} | {start} | {x.get('checkpoints')} | "
+                f"{x.get('version')} | {where} |"
+            )
+        lines.append("")
+    fixed = [r for r in report.rows if r.section == "fixed"]
+    if fixed:
+        lines += [
+            "## Fixed cost per epoch (one new 1-bid file, q5, qos 2; median)",
+            "",
+            "| mode | plan s | process s | commit s | total s | epochs | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in fixed:
+            x = r.extra
+            lines.append(
+                f"| {r.engine} | {x['plan_s']:.2f} | {x['process_s']:.2f} | {x['commit_s']:.2f} | "
+                f"{r.seconds:.2f} | {x['repeats']} | {where} |"
+            )
+        lines.append("")
+    state = [r for r in report.rows if r.section == "scaling-state"]
+    if state:
+        lines += [
+            "## Scaling: total state (touched keys per epoch fixed)",
+            "",
+            "| state keys | touched keys | epoch s | process s | state write s | state size | first epoch s (loads the keys) | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in state:
+            x = r.extra
+            lines.append(
+                f"| {x['state_keys']:,} | {x['touched_keys']:,} | {r.seconds:.2f} | "
+                f"{x['process_s']:.2f} | {x['state_write_s']:.2f} | {_size(x['state_bytes'])} | "
+                f"{x['first_epoch_s']:.1f} | {where} |"
+            )
+        lines.append("")
+    epochs = [r for r in report.rows if r.section == "scaling-epoch"]
+    if epochs:
+        lines += [
+            "## Scaling: events per epoch (q11, second epoch)",
+            "",
+            "| events/epoch | bids | epoch s | process s | bids/s | state rows | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in epochs:
+            x = r.extra
+            lines.append(
+                f"| {x['events_per_epoch']:,} | {r.events:,} | {r.seconds:.2f} | "
+                f"{x['process_s']:.2f} | {r.events_per_s:,.0f} | {x['state_rows']:,} | {where} |"
+            )
+        lines.append("")
+    data = [r for r in report.rows if r.section == "data"]
+    if data:
+        lines += ["## Input", "", "| format | events | files | size | generated in s |", "|---|---|---|---|---|"]
+        for r in data:
+            lines.append(
+                f"| {r.format} | {r.events:,} | {r.rows_out} | {_size(r.extra['bytes'])} | {r.seconds:.1f} |"
+            )
+        lines.append("")
+    if report.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in report.notes] + [""]
+    chart = _chart(report) if final else None
+    if chart:
+        lines += [f"![chart]({chart.name})", ""]
+    return "\n".join(lines)
+
+
+def _targets(report: Any) -> list[str]:
+    rows = report.rows
+    out: list[str] = []
+
+    def find(section: str, engine: str, query: str, fmt: str = "parquet") -> Any:
+        return next((r for r in rows if (r.section, r.engine, r.query, r.format) == (section, engine, query, fmt)), None)
+
+    for q in ("q5", "q7", "q11"):
+        s2 = find("sluice", "Sluice qos 2", q)
+        sss = find("sss", "Spark Structured Streaming", q)
+        if s2 and sss:
+            ok = s2.events_per_s >= sss.events_per_s
+            out.append(
+                f"| Sluice qos 2 throughput >= Structured Streaming, {q} | "
+                f"{s2.events_per_s:,.0f} vs {sss.events_per_s:,.0f} bids/s | {'met' if ok else 'NOT met'} |"
+            )
+    for q in QUERIES_ORDER:
+        s2 = find("sluice", "Sluice qos 2", q)
+        if s2 and s2.extra.get("overhead") is not None:
+            ok = s2.extra["overhead"] <= 0.10
+            out.append(
+                f"| checkpoint overhead <= 10% of the plain batch, {q}, qos 2 | "
+                f"{s2.extra['epoch_s']:.2f} s vs {s2.extra['plain_epoch_s']:.2f} s "
+                f"({s2.extra['overhead'] * 100:+.0f}%) | {'met' if ok else 'NOT met'} |"
+            )
+    warm = [r for r in rows if r.section == "fixed" and r.engine.startswith("warm")]
+    for r in warm:
+        out.append(
+            f"| warm fixed cost per epoch < 1.5 s ({r.engine}) | {r.seconds:.2f} s | "
+            f"{'met' if r.seconds < 1.5 else 'NOT met'} |"
+        )
+    if not out:
+        return []
+    return ["## Targets", "", "| target | measured | |", "|---|---|---|", *out, ""]
+
+
+QUERIES_ORDER = ("q0", "q5", "q7", "q11")
+
+
+def _qorder(q: str) -> int:
+    return QUERIES_ORDER.index(q) if q in QUERIES_ORDER else 99
+
+
+def _eorder(engine: str) -> int:
+    return next((i for i, e in enumerate(ENGINE_ORDER) if engine.startswith(e)), 99)
+
+
+def _bids(report: Any) -> int:
+    rows = [r for r in report.rows if r.section == "duckdb"]
+    return rows[0].events if rows else 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def _chart(report: Any) -> Path | None:
+    """Throughput per query and engine, the Sluice epoch split, and the two scaling curves."""
+    rows = report.rows
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+    fig.suptitle(f"Nexmark, {report.args.events:,} events — {report.command}", fontsize=10)
+    ax = axes[0][0]
+    tp = [r for r in rows if r.section in ("duckdb", "sluice", "sss", "flink") and r.format == "parquet" and r.check.startswith(("match", "reference"))]
+    engines = sorted({r.engine for r in tp}, key=_eorder)
+    width = 0.8 / max(1, len(engines))
+    for i, engine in enumerate(engines):
+        xs, ys = [], []
+        for r in tp:
+            if r.engine == engine:
+                xs.append(_qorder(r.query) + i * width)
+                ys.append(r.events_per_s)
+        ax.bar(xs, ys, width, label=engine)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(QUERIES_ORDER))], QUERIES_ORDER)
+    ax.set_yscale("log")
+    ax.set_ylabel("bids/s (log)")
+    ax.set_title("Throughput, Parquet input (outputs checked)")
+    ax.legend(fontsize=7)
+
+    ax = axes[0][1]
+    sl = [r for r in rows if r.section == "sluice"]
+    labels = [f"{r.query} {r.format[:3]} q{r.extra['qos']}" for r in sl]
+    bottom = [0.0] * len(sl)
+    for part in ("plan_s", "process_s", "commit_s"):
+        vals = [r.extra[part] for r in sl]
+        ax.bar(labels, vals, bottom=bottom, label=part[:-2])
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    plain = [r.extra["plain_epoch_s"] for r in sl]
+    if any(p is not None for p in plain):
+        ax.scatter(labels, [p if p is not None else float("nan") for p in plain], color="black", marker="_", s=200, label="plain batch", zorder=3)
+    ax.set_ylabel("s per epoch (median)")
+    ax.set_title("Sluice epoch: plan / process / commit")
+    ax.tick_params(axis="x", labelrotation=70, labelsize=7)
+    ax.legend(fontsize=7)
+
+    for ax, section, xkey, title in (
+        (axes[1][0], "scaling-state", "state_keys", "Epoch time vs total state keys (touched fixed)"),
+        (axes[1][1], "scaling-epoch", "events_per_epoch", "Epoch time vs events per epoch (q11)"),
+    ):
+        pts = [r for r in rows if r.section == section]
+        if pts:
+            ax.plot([r.extra[xkey] for r in pts], [r.seconds for r in pts], marker="o", label="epoch")
+            ax.plot([r.extra[xkey] for r in pts], [r.extra["process_s"] for r in pts], marker=".", label="process")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.legend(fontsize=7)
+        ax.set_title(title)
+        ax.set_xlabel(xkey.replace("_", " "))
+        ax.set_ylabel("s")
+    fig.tight_layout()
+    path = report.out.with_suffix(".png")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
