@@ -144,7 +144,7 @@ def compute_keyed(
     cached.append(result)
     emitted, alive = _totals(result, spec, epoch)
     carried_keys = untouched.count()
-    late = _no_late_rows(classified, spec, epoch)
+    late = _no_late_rows(prepared.records, spec, epoch)
     return EpochOutput(
         counts=count_classes(classified, late, hopping=False),
         watermark=prepared.watermark,
@@ -155,7 +155,7 @@ def compute_keyed(
         state_rows=alive + carried_keys,
         still_open=alive + carried_keys,
         late=late,
-        dead=dead_rows(classified, spec, epoch, source_uri),
+        dead=dead_rows(prepared.records, spec, epoch, source_uri),
         cached=tuple(cached),
     )
 
@@ -345,10 +345,10 @@ def _results(result: DataFrame, epoch: int) -> DataFrame:
     )
 
 
-def _no_late_rows(classified: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+def _no_late_rows(records: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
     """A process function sees every valid record: the late sink gets nothing (an empty
     frame with the late-records columns, so every sink keeps one schema)."""
-    none = classified.where(F.lit(False))
+    none = records.where(F.lit(False))
     return none.select(
         *[F.col(f"`{c}`") for c, _ in spec.source.schema],
         F.lit(None).cast("timestamp").alias("window_start"),

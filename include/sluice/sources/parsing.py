@@ -99,21 +99,44 @@ def parse_csv_lines(
 def parse_parquet(
     spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
 ) -> DataFrame:
-    """Parquet rows; position = row index inside the file. Columns are cast by name."""
+    """Parquet rows; position = row index inside the file. Columns are matched by name.
+
+    A column stored with the schema's type is taken as it is (no conversion, never a type
+    error); any other is read as text and cast like JSON's, so a value that does not fit is a
+    ``wrong_type`` dead letter. ``_raw`` (every column of the row as JSON) is only built for
+    rows with such an error: the dead-letter sink rebuilds the others from the schema columns
+    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it."""
     frame = spark.read.option("mergeSchema", "true").parquet(*[p for p, _, _ in index])
-    present = set(frame.columns)
-    text_cols = [
-        (F.col(f"`{c}`").cast("string") if c in present else F.lit(None).cast("string")).alias(c)
-        for c, _ in schema
-    ]
+    stored = dict(frame.dtypes)
+    columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
+    for column, kind in schema:
+        if stored.get(column) == SPARK_TYPES[kind]:
+            columns[column] = (None, F.col(f"`{column}`"))
+            continue
+        stored_text = (F.col(f"`{column}`") if column in stored else F.lit(None)).cast("string")
+        columns[column] = (stored_text, _cast(stored_text, kind))
+    checks = []
+    for column in (*required, *[c for c, _ in schema if c not in required]):
+        text, typed = columns[column]
+        if column in required:
+            message = f"missing_event_time: field '{column}' is absent or null"
+            checks.append(F.when((typed if text is None else text).isNull(), F.lit(message)))
+        if text is not None:
+            checks.append(_wrong_type(column, dict(schema)[column], text, typed))
+    error = F.coalesce(*checks) if checks else F.lit(None).cast("string")
+    everything = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
     rows = frame.select(
         F.col("_metadata.file_path").alias("_path"),
         (F.col("_metadata.row_index") + 1).alias("_line"),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])).alias("_raw"),
-        F.struct(*text_cols).alias("_j"),
+        F.when(error.isNotNull(), everything).alias("_raw"),
+        error.alias("_error"),
+        *[typed.alias(c) for c, (_, typed) in columns.items()],
     )
     rows = _attach_index(spark, rows, index)
-    return _typed(rows, schema, required, F.lit(False), "")
+    return rows.select(
+        F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", "_error",
+        *[F.col(f"`{c}`") for c, _ in schema],
+    )  # fmt: skip
 
 
 def _text_schema(schema: Schema) -> T.StructType:
@@ -178,9 +201,12 @@ def _null_check(column: str, kind: str) -> Column:
 
 
 def _type_check(column: str, kind: str, typed: Column) -> Column:
-    raw = F.col(f"_j.`{column}`")
-    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", raw)
-    return F.when(raw.isNotNull() & typed.isNull(), message)
+    return _wrong_type(column, kind, F.col(f"_j.`{column}`"), typed)
+
+
+def _wrong_type(column: str, kind: str, text: Column, typed: Column) -> Column:
+    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", text)
+    return F.when(text.isNotNull() & typed.isNull(), message)
 
 
 def _cast(raw: Column, kind: str) -> Column:

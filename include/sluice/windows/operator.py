@@ -32,12 +32,14 @@ from sluice.windows.aggregates import (
 from sluice.windows.records import (
     ACCEPTED,
     LATE,
+    POSITION,
     EpochCounts,
     InvalidExpression,
     classify_epoch,
     count_classes,
     dead_rows,
     null_safe_join,
+    with_records,
 )
 from sluice.windows.watermarks import WatermarkState
 
@@ -125,6 +127,7 @@ def compute_epoch(
         waiting=waiting,
         lateness=_lateness(spec),
         positions=spec.windowing.time_based,
+        columns=operator_columns(spec),
     )
     classified, types, watermark, after_us = (
         prepared.classified,
@@ -137,7 +140,8 @@ def compute_epoch(
     counters = None
     if spec.windowing.type == "count":
         partials, counters = _count_partials(classified, spec, types, state)
-        late = _late_rows(classified.where(F.lit(False)), spec, epoch)
+        missed = classified.where(F.lit(False))
+        late = _late_rows(missed, prepared.records, spec, epoch)
     else:
         assigned = _assign(classified, spec)
         if spec.windowing.type != "session":
@@ -145,7 +149,8 @@ def compute_epoch(
             cached.append(assigned)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
         partials = accepted.groupBy(*_partial_keys(spec)).agg(*partial_columns(spec, types))
-        late = _late_rows(assigned.where(F.col("_missed")), spec, epoch)
+        missed = assigned.where(F.col("_missed"))
+        late = _late_rows(missed, prepared.records, spec, epoch)
     partials = partials.withColumn("_new", F.lit(True))
 
     windows = _windows_of_state(state, spec)
@@ -171,12 +176,12 @@ def compute_epoch(
     if deletes is not None:
         deletes = deletes.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(deletes)
-    counts = count_classes(classified, late, spec.windowing.type == "hopping")
+    counts = count_classes(classified, missed, spec.windowing.type == "hopping")
     return EpochFrames(
         counts=counts,
         watermark=watermark,
         watermark_us=after_us,
-        dead=dead_rows(classified, spec, epoch, source_uri),
+        dead=dead_rows(prepared.records, spec, epoch, source_uri),
         late=late,
         merged=merged,
         deletes=deletes,
@@ -188,6 +193,13 @@ def compute_epoch(
 
 
 # -- classification -------------------------------------------------------------------------
+
+
+def operator_columns(spec: PipelineSpec) -> tuple[str, ...]:
+    """The record columns the windows read: keys and aggregated columns (the event time and
+    positions are always kept)."""
+    aggregated = [a.column for a in spec.aggregates if a.column]
+    return tuple(dict.fromkeys((*spec.key_by, *aggregated)))
 
 
 def _lateness(spec: PipelineSpec) -> Column | None:
@@ -510,12 +522,14 @@ def open_state(frames: EpochFrames, spec: PipelineSpec) -> DataFrame:
     return windows.unionByName(counters, allowMissingColumns=True)
 
 
-def _late_rows(missed: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+def _late_rows(missed: DataFrame, records: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+    """One row per (late record, window it missed), with the record's columns."""
     if "_ws" not in missed.columns:  # count windows: never late, but keep the schema
         missed = missed.withColumn("_ws", F.lit(None).cast("long"))
         missed = missed.withColumn("_we", F.lit(None).cast("long"))
         missed = missed.withColumn("_wm", F.lit(None).cast("long"))
-    return missed.select(
+    rows = with_records(missed.select(*POSITION, "_ws", "_we", "_wm"), records)
+    return rows.select(
         *[F.col(f"`{c}`") for c, _ in spec.source.schema],
         F.timestamp_micros("_ws").alias("window_start"),
         F.timestamp_micros("_we").alias("window_end"),

@@ -40,6 +40,7 @@ __all__ = [
     "dead_rows",
     "derive",
     "null_safe_join",
+    "with_records",
 ]
 
 DEAD, FILTERED, LATE, ACCEPTED = "dead", "filtered", "late", "accepted"
@@ -153,7 +154,8 @@ def null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFr
     return joined.drop(*[f"_r_{k}" for k in keys])
 
 
-def count_classes(classified: DataFrame, late: DataFrame, hopping: bool) -> EpochCounts:
+def count_classes(classified: DataFrame, missed: DataFrame, hopping: bool) -> EpochCounts:
+    """Records per class; ``missed``: one row per (late record, window it missed)."""
     by_class = {
         r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
     }
@@ -161,36 +163,54 @@ def count_classes(classified: DataFrame, late: DataFrame, hopping: bool) -> Epoc
         by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
     )
     # Only hopping windows give late rows to accepted records or several to one record.
-    late_rows = late.count() if hopping else late_n
+    late_rows = missed.count() if hopping and late_n + accepted else late_n
     return EpochCounts(
         accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
     )
 
 
-def dead_rows(classified: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
+def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
+    """The dead-letter rows of ``records`` (every column, see :class:`Classified`): those
+    with an ``_error``, which :func:`_classify` makes dead before anything else."""
     code_and_reason = F.split(F.col("_error"), ": ", 2)
-    return classified.where(F.col("_class") == DEAD).select(
+    return records.where(F.col("_error").isNotNull()).select(
         F.lit(spec.name).alias("pipeline"),
         F.lit(epoch).cast("long").alias("epoch"),
         F.lit(source).alias("source"),
         F.col("_file").alias("file"),
         F.col("_line").alias("line"),
-        F.col("_raw").alias("raw"),
+        F.coalesce("_raw", _row_json(spec)).alias("raw"),
         code_and_reason.getItem(0).alias("reason_code"),
         code_and_reason.getItem(1).alias("reason"),
     )
 
 
+def _row_json(spec: PipelineSpec) -> Column:
+    """A record's schema columns as JSON: the ``raw`` of a dead letter whose source gave no
+    text (a well-typed Parquet row, a generated event)."""
+    return F.to_json(F.struct(*[F.col(f"`{c}`") for c, _ in spec.source.schema]))
+
+
 @dataclass(frozen=True)
 class Classified:
     """The epoch's records with ``_class``, ``_ts_us``, ``_epoch`` (and ``_wm``), the
-    watermarks, and the frames cached on the way (to unpersist when the epoch is done)."""
+    watermarks, and the frames cached on the way (to unpersist when the epoch is done).
+
+    ``classified`` holds only the columns the operator asked for; ``records`` is every
+    record with every column (lazy, never cached: it is read again only for the rows that
+    go to the late and dead-letter sinks, when there are any)."""
 
     classified: DataFrame
+    records: DataFrame
     types: dict[str, str]  # column -> Spark type of the derived records
     watermark: WatermarkState
     after_us: int | None  # the global watermark after the epoch (idle rule applied)
     cached: tuple[DataFrame, ...]
+
+
+# What ``classify_epoch`` keeps of a record besides the operator's columns: its position
+# (the late sink's rows are joined back to the records on it) and why it is a dead letter.
+POSITION = ("_partition", "_major", "_line")
 
 
 def classify_epoch(
@@ -203,23 +223,37 @@ def classify_epoch(
     waiting: tuple[str, ...],
     lateness: Column | None,
     positions: bool = True,
+    columns: tuple[str, ...] | None = None,
 ) -> Classified:
     """Derive, time and classify one epoch's records. ``lateness`` is the operator's rule over
     ``_ts_us`` and ``_wm`` (None: no record is late); ``positions``: compute ``_wm``.
-    ``waiting``: the partitions the source still has unread input for after this epoch."""
+    ``waiting``: the partitions the source still has unread input for after this epoch.
+    ``columns``: the record columns the operator reads (None: all but ``_raw`` / ``_file``);
+    Spark then reads and shuffles only those."""
     et = spec.event_time
     # select/filter first: a record whose expression raised is dead and moves no watermark
-    records = derive(records, spec).persist(StorageLevel.MEMORY_AND_DISK)
-    records = records.withColumn(
+    derived = derive(records, spec)
+    if columns is None:
+        dropped = (*POSITION, "_raw", "_error", "_file")
+        columns = tuple(c for c in derived.columns if c not in dropped)
+    wanted = list(dict.fromkeys((*POSITION, "_error", et.column, *columns, "_keep")))
+    narrow = derived.select(*[F.col(f"`{c}`") for c in wanted])
+    narrow = narrow.withColumn(
         "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
-    )
-    maxima = _maxima(records)
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    maxima = _maxima(narrow)
     watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
     before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
-    frame = records.withColumn("_epoch", F.lit(epoch).cast("long"))
+    frame = narrow.withColumn("_epoch", F.lit(epoch).cast("long"))
     types = dict(frame.dtypes)
     if positions:
         frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
     classified = _classify(frame, lateness).persist(StorageLevel.MEMORY_AND_DISK)
-    return Classified(classified, types, watermark, after_us, (records, classified))
+    return Classified(classified, derived, types, watermark, after_us, (narrow, classified))
+
+
+def with_records(rows: DataFrame, records: DataFrame) -> DataFrame:
+    """``rows`` (with :data:`POSITION`) joined with every column of their records."""
+    extra = [c for c in records.columns if c not in rows.columns or c in POSITION]
+    return rows.join(records.select(*[F.col(f"`{c}`") for c in extra]), list(POSITION))
