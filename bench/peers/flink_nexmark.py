@@ -3,11 +3,11 @@
 
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py \\
         --input DIR --format jsonl|parquet --query q0|q5|q7|q11 --out OUTDIR --checkpoints CKDIR \\
-        [--parallelism 2] [--checkpoint-interval 10s]
+        [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py --self-check
 
 ``scripts/flink-venv.sh`` makes the venv (``apache-flink==2.3.0``, Java 17) and puts the jars
-Flink does not ship into its ``jars/`` folder: ``flink-sql-parquet`` with the Hadoop client it
+Flink does not ship into PyFlink's ``lib/``: ``flink-sql-parquet`` with the Hadoop client it
 needs (the output is always Parquet, so JSON runs need them too) and ``sluice-bench-flink.jar``
 (``bench/peers/java``). ``DIR`` holds the bid files ``sluice.nexmark.write_files`` writes
 (``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too).
@@ -36,15 +36,21 @@ themselves (first bid, last bid + 10 s). Every output is exact to the microsecon
 
 Output: Parquet files ``OUTDIR/part-*.parquet`` (``.parquet`` appended after the job), timestamps
 as INT64 microseconds without a zone, in UTC (DuckDB reads ``TIMESTAMP``). The file sink
-commits its files on checkpoints: after the input ends, the tasks wait for one more checkpoint
-(Flink's checkpoints after tasks finish), so a job lasts at least until the first checkpoint.
+commits its files on checkpoints (two-phase: a file is visible once the checkpoint that
+covers it completes). Checkpoints seen in a job with Flink 2.3: one as soon as every task
+runs, one every interval, and one that Flink triggers when the sinks have finished (the final
+commit; the job does not wait for the next interval). Failed ones are Flink's own races at
+the edges: a trigger before every task runs, a periodic one declined by tasks that are
+closing; ``checkpoint_failures`` lists those Flink records with a reason.
 
 The last line printed is ``FLINK_RESULT {json}``: query, format, events (records the source
-emitted, from the job's I/O metrics), rows_out, output_glob, seconds (submit to finished),
-startup_seconds (process start to ready to submit: JVM, MiniCluster, table environment),
-checkpoints_completed / checkpoints_failed and the completed ones' total duration (the job's
+emitted, from the job's I/O metrics), rows_out, output_glob, seconds (job submitted to
+finished), startup_seconds (process start to job submitted: JVM, MiniCluster, table
+environment, and plan_seconds, SQL to submitted job graph), checkpoints_completed /
+checkpoints_failed, the completed ones' total duration and the failures' reasons (the job's
 checkpoint statistics), parallelism, flink_version. The MiniCluster is started here rather than
-per job so that the finished job's statistics are still there to read.
+per job so that the finished job's statistics are still there to read. Flink's own log goes to
+``--log-dir`` (default ``OUTDIR/../flink-log``).
 """
 
 from __future__ import annotations
@@ -127,7 +133,8 @@ QUERIES = {
     "q11": Query(
         reads=("bidder", "date_time"),
         rowtime=MICROS_ROWTIME,
-        # 10 s on the microsecond clock; the window's own bounds are on that clock too.
+        # INTERVAL '10000' SECOND is 10 s on the microsecond clock. window_start/_end are on
+        # that clock, so the bounds written are the first bid and the last bid + 10 s.
         select=f"SELECT bidder, {UTC.format('MIN(date_time)')}, {UTC.format(SESSION_END)}, "
         "COUNT(*) FROM TABLE("
         "SESSION(TABLE bid PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '10000' SECOND(5))) "
