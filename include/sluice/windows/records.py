@@ -39,7 +39,9 @@ __all__ = [
     "count_classes",
     "dead_rows",
     "derive",
+    "epoch_counts",
     "null_safe_join",
+    "tally",
     "with_records",
 ]
 
@@ -156,17 +158,45 @@ def null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFr
 
 def count_classes(classified: DataFrame, missed: DataFrame, hopping: bool) -> EpochCounts:
     """Records per class; ``missed``: one row per (late record, window it missed)."""
-    by_class = {
-        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
-    }
-    accepted, late_n, dead, filtered = (
-        by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
+    parts: dict[str, tuple[DataFrame, tuple[str, ...]]] = {"classes": (classified, ("_class",))}
+    if hopping:
+        parts["missed"] = (missed, ())
+    counted = tally(parts)
+    return epoch_counts(counted["classes"], counted.get("missed"))
+
+
+def epoch_counts(
+    by_class: dict[tuple[str | None, ...], int], missed: dict[tuple[str | None, ...], int] | None
+) -> EpochCounts:
+    """EpochCounts from :func:`tally`'s rows per ``_class`` (and per missed window: hopping
+    windows give late rows to accepted records or several to one record; None: one each)."""
+    accepted, late, dead, filtered = (
+        by_class.get((c,), 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
     )
-    # Only hopping windows give late rows to accepted records or several to one record.
-    late_rows = missed.count() if hopping and late_n + accepted else late_n
-    return EpochCounts(
-        accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
-    )
+    late_rows = late if missed is None else sum(missed.values())
+    return EpochCounts(accepted + late + dead + filtered, accepted, late, dead, filtered, late_rows)
+
+
+Tally = dict[str, dict[tuple[str | None, ...], int]]
+
+
+def tally(parts: dict[str, tuple[DataFrame, tuple[str, ...]]]) -> Tally:
+    """Rows of several frames grouped by some of their columns, in one Spark action:
+    ``{name: {(value as text, ...): rows}}`` (no entry for a group without rows). One action
+    instead of one per count saves a query's planning and scheduling each (the fixed cost of
+    an epoch)."""
+    counts = []
+    for name, (frame, by) in parts.items():
+        key = F.array(*[F.col(f"`{c}`").cast("string") for c in by]) if by else F.array()
+        grouped = frame.groupBy(key.cast("array<string>").alias("_key")).count()
+        counts.append(grouped.select(F.lit(name).alias("_part"), "_key", "count"))
+    union = counts[0]
+    for more in counts[1:]:
+        union = union.unionByName(more)
+    out: Tally = {name: {} for name in parts}
+    for row in union.collect():
+        out[row["_part"]][tuple(row["_key"])] = int(row["count"])
+    return out
 
 
 def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
