@@ -168,13 +168,17 @@ def _lines(spark: SparkSession, index: Index) -> DataFrame:
     )
     texts = _attach_index(spark, texts, index)
     exploded = texts.select("_file", "_major", F.posexplode(F.split("value", "\n")))
+    # one trailing CR goes (CRLF files); a line of ASCII whitespace only is not a record.
+    # Plain string functions, not regular expressions: they run once per line.
+    text = F.col("col")
+    no_cr = F.when(text.endswith("\r"), F.expr("substr(col, 1, length(col) - 1)")).otherwise(text)
     lines = exploded.select(
         "_file",
         "_major",
         (F.col("pos") + 1).cast("long").alias("_line"),
-        F.regexp_replace("col", "\r$", "").alias("_raw"),
+        no_cr.alias("_raw"),
     )
-    return lines.filter(F.col("_raw").rlike(r"\S"))
+    return lines.filter(F.length(F.expr("btrim(_raw, ' \t\u000b\f\r')")) > 0)
 
 
 def _typed(
