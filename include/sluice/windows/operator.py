@@ -16,6 +16,7 @@ exact rules are in docs/windows-and-watermarks.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,7 @@ def compute_epoch(
         lateness=_lateness(spec),
         positions=spec.windowing.time_based,
         columns=operator_columns(spec),
+        first_close=_first_close(spec),
     )
     classified, types, watermark, after_us = (
         prepared.classified,
@@ -203,6 +205,25 @@ def operator_columns(spec: PipelineSpec) -> tuple[str, ...]:
     positions are always kept)."""
     aggregated = [a.column for a in spec.aggregates if a.column]
     return tuple(dict.fromkeys((*spec.key_by, *aggregated)))
+
+
+def _first_close(spec: PipelineSpec) -> Callable[[int], int] | None:
+    """The smallest position watermark at which a record at event time ``ts`` misses a
+    window (its earliest window's end, plus the allowed lateness): :func:`_lateness` and
+    :func:`_assign`'s ``_missed`` in plain integers. Monotone in ``ts``."""
+    w = spec.windowing
+    lateness = spec.event_time.allowed_lateness_us
+    if w.type == "session":
+        return lambda ts: ts + lateness
+    if w.type not in ("tumbling", "hopping"):
+        return None
+
+    def first_end(ts: int) -> int:
+        # the earliest window holding ts starts at the first multiple of slide after ts - size
+        start = (ts - w.size_us) - (ts - w.size_us) % w.slide_us + w.slide_us
+        return start + w.size_us + lateness
+
+    return first_end
 
 
 def _lateness(spec: PipelineSpec) -> Column | None:
