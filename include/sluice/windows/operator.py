@@ -149,12 +149,12 @@ def compute_epoch(
         late = _late_rows(missed, prepared.records, spec, epoch)
     else:
         assigned = _assign(classified, spec)
-        if spec.windowing.type != "session":
-            assigned = assigned.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(assigned)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
         partials = accepted.groupBy(*_partial_keys(spec)).agg(*partial_columns(spec, types))
-        missed = assigned.where(F.col("_missed"))
+        # Only a record with a position watermark can miss a window (records.chunk_bounds):
+        # the missed windows are assigned again from those few, not kept from all of them.
+        exposed = classified.where(F.col("_wm").isNotNull())
+        missed = _assign(exposed, spec).where(F.col("_missed"))
         late = _late_rows(missed, prepared.records, spec, epoch)
     partials = partials.withColumn("_new", F.lit(True))
 

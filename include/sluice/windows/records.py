@@ -129,14 +129,15 @@ def _position_watermark(
     spec: PipelineSpec,
     bounds: list[tuple[str, int, int, int | None, bool]],
     before_us: int | None,
-) -> DataFrame:
+) -> tuple[DataFrame, DataFrame | None]:
     """``_wm``: the watermark at each record's position, floored by the global watermark the
     epoch started from (see "Late records" in the docs), for the records of exact chunks
     (:func:`chunk_bounds`); null for the others, which no watermark they could have makes
-    late or makes miss a window."""
+    late or makes miss a window. Also returns the cached frame of the exact chunks' records
+    (None: there are none)."""
     exact = [b for b in bounds if b[4]]
     if not exact:
-        return frame.withColumn("_wm", F.lit(None).cast("long"))
+        return frame.withColumn("_wm", F.lit(None).cast("long")), None
     table = spark.createDataFrame(
         exact, "_partition string, _major int, _chunk long, _before long, _exact boolean"
     )
@@ -148,10 +149,11 @@ def _position_watermark(
     wm = pos_max - spec.event_time.max_out_of_orderness_us
     if before_us is not None:
         wm = F.greatest(wm, F.lit(before_us))
-    timed = frame.where(F.col("_exact")).withColumn("_wm", wm)
+    timed = frame.where(F.col("_exact")).withColumn("_wm", wm).drop("_chunk", "_before", "_exact")
+    timed = timed.persist(StorageLevel.MEMORY_AND_DISK)  # read by every output: sort once
     # the rest: records of the other chunks, and those without an event time (dead letters)
     rest = frame.where(F.col("_exact").isNull()).withColumn("_wm", F.lit(None).cast("long"))
-    return timed.unionByName(rest).drop("_chunk", "_before", "_exact")
+    return timed.unionByName(rest.drop("_chunk", "_before", "_exact")), timed
 
 
 def _classify(frame: DataFrame, late: Column | None) -> DataFrame:
@@ -297,12 +299,15 @@ def classify_epoch(
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     frame = narrow.withColumn("_epoch", F.lit(epoch).cast("long"))
     types = dict(frame.dtypes)
+    cached = [narrow]
     if positions:
         ooo = et.max_out_of_orderness_us
         bounds = chunk_bounds(carried, chunks, ooo, before_us, first_close)
-        frame = _position_watermark(spark, frame, spec, bounds, before_us)
-    classified = _classify(frame, lateness).persist(StorageLevel.MEMORY_AND_DISK)
-    return Classified(classified, derived, types, watermark, after_us, (narrow, classified))
+        frame, timed = _position_watermark(spark, frame, spec, bounds, before_us)
+        cached.extend([] if timed is None else [timed])
+    # not cached: classifying is a few expressions over the cached rows
+    classified = _classify(frame, lateness)
+    return Classified(classified, derived, types, watermark, after_us, tuple(cached))
 
 
 def with_records(rows: DataFrame, records: DataFrame) -> DataFrame:
