@@ -47,6 +47,10 @@ def compute_stateless(
         spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None,
         positions=False, columns=columns,
     )  # fmt: skip
+    # ``classified`` is a projection of the narrow frame the maxima job already cached:
+    # caching it too would copy every record once more for nothing.
+    narrow = [f for f in prepared.cached if f is not prepared.classified]
+    prepared.classified.unpersist()
     late = no_late_rows(prepared.records, spec, epoch)
     counts = count_classes(prepared.classified, late, hopping=False)
     return EpochOutput(
@@ -60,7 +64,7 @@ def compute_stateless(
         still_open=0,
         late=late,
         dead=dead_rows(prepared.records, spec, epoch, source_uri),
-        cached=prepared.cached,
+        cached=tuple(narrow),
     )
 
 
