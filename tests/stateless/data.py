@@ -170,17 +170,22 @@ class Reference:
         return None if self.max_valid_us is None else self.max_valid_us - BOUND_S * 1_000_000
 
 
-def reference(written: dict[str, list[Item]], output: list[str]) -> Reference:
-    """What the pipeline must commit over ``written`` (file name -> items in line order)."""
+def reference(
+    written: dict[str, list[Item]], output: list[str], *, filtered: bool = True
+) -> Reference:
+    """What the pipeline must commit over ``written`` (file name -> items in line order);
+    ``filtered``: under :data:`FILTER` (else without a filter)."""
     ref = Reference()
     for name in sorted(written):
         for line, item in enumerate(written[name], start=1):
             ref.read += 1
-            _classify(ref, name, line, item, output)
+            _classify(ref, name, line, item, output, filtered)
     return ref
 
 
-def _classify(ref: Reference, name: str, line: int, item: Item, output: list[str]) -> None:
+def _classify(
+    ref: Reference, name: str, line: int, item: Item, output: list[str], filtered: bool
+) -> None:
     if isinstance(item, str):
         ref.dead.append((name, line, "malformed"))
         return
@@ -199,15 +204,16 @@ def _classify(ref: Reference, name: str, line: int, item: Item, output: list[str
     micros = (ts - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
     ref.max_valid_us = max(ref.max_valid_us or micros, micros)
     amount, url = item["amount"], item["url"]
-    if not (amount is not None and amount > 1 and url is not None and url != "/health"):
+    passes = amount is not None and amount > 1 and url is not None and url != "/health"
+    if filtered and not passes:
         ref.filtered += 1
         return
     derived = {
         **item,
         "ts": ts,
-        "cents": amount * 100,
+        "cents": None if amount is None else amount * 100,
         "code_num": None if code is None else int(code),
-        "tag": f"{item['user']}:{url}",
+        "tag": None if url is None else f"{item['user']}:{url}",
     }
     ref.rows.append(tuple(derived[c] for c in output))
 
