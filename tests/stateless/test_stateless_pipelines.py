@@ -131,3 +131,30 @@ def test_each_qos_level_publishes_when_it_promises(
     marker = rt.repo.sinks_committed(2)
     assert marker is not None
     assert marker.output == {0: "committed", 1: "written", 2: "committed"}[qos]
+
+
+def test_the_shipped_nexmark_q1(spark: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """include/pipelines/nexmark_q1.yaml over 30,000 generated events in two epochs: every bid,
+    its price times 0.908 exactly (a decimal), nothing else."""
+    from decimal import Decimal
+
+    import yaml
+    from sluice.nexmark import EventKind, generate
+
+    monkeypatch.setenv("SLUICE_DATA", str(tmp_path))
+    path = Path(__file__).resolve().parents[2] / "include" / "pipelines" / "nexmark_q1.yaml"
+    body = yaml.safe_load(path.read_text())
+    body["source"].update(max_events=30_000, events_per_epoch=15_000)
+    spec = parse_spec(body, origin=str(path))
+    assert spec.stateless
+    outcomes = run_until_drained(runtime(spec), spark)
+    assert len(outcomes) == 2
+    bids = generate(0, 30_000)[EventKind.BID].to_pylist()
+    expected = sorted(
+        (b["auction"], b["bidder"], Decimal(b["price"]) * Decimal("0.908"),
+         normalised(b["date_time"]), b["extra"])
+        for b in bids
+    )  # fmt: skip
+    columns = ["auction", "bidder", "price_eur", "date_time", "extra"]
+    assert _rows(spec, columns) == expected
+    assert sum(o.checkpoint.result.stats.accepted for o in outcomes) == len(bids)
