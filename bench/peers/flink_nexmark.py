@@ -3,19 +3,20 @@
 
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py \\
         --input DIR --format jsonl|parquet --query q0|q5|q7|q11 --out OUTDIR --checkpoints CKDIR \\
-        [--parallelism 2] [--checkpoint-interval 10s]
+        [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py --self-check
 
 ``scripts/flink-venv.sh`` makes the venv (``apache-flink==2.3.0``, Java 17) and puts the jars
-Flink does not ship into its ``jars/`` folder: ``flink-sql-parquet`` with the Hadoop client it
+Flink does not ship into PyFlink's ``lib/``: ``flink-sql-parquet`` with the Hadoop client it
 needs (the output is always Parquet, so JSON runs need them too) and ``sluice-bench-flink.jar``
 (``bench/peers/java``). ``DIR`` holds the bid files ``sluice.nexmark.write_files`` writes
 (``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too).
 
 The job: STREAMING mode on a local MiniCluster (one TaskManager, ``--parallelism`` slots),
 EXACTLY_ONCE checkpoints every ``--checkpoint-interval`` to ``file://CKDIR``, a bounded file
-source, watermark = the rowtime (out-of-orderness 0: each source subtask reads its files in
-event order, see ``OrderedSplitAssigner.java``), ``table.local-time-zone = UTC``:
+source, watermark = the rowtime less one unit (no other out-of-orderness: each source subtask
+reads its files in event order, see ``OrderedSplitAssigner.java``), ``table.local-time-zone =
+UTC``:
 
 * q0 pass-through: event_id, auction, bidder, price, channel, url, date_time, extra;
 * q5 first stage: HOP 10 s every 2 s per auction: auction, window_start, window_end, bids;
@@ -35,21 +36,28 @@ themselves (first bid, last bid + 10 s). Every output is exact to the microsecon
 
 Output: Parquet files ``OUTDIR/part-*.parquet`` (``.parquet`` appended after the job), timestamps
 as INT64 microseconds without a zone, in UTC (DuckDB reads ``TIMESTAMP``). The file sink
-commits its files on checkpoints: after the input ends, the tasks wait for one more checkpoint
-(Flink's checkpoints after tasks finish), so a job lasts at least until the first checkpoint.
+commits its files on checkpoints (two-phase: a file is visible once the checkpoint that
+covers it completes). Checkpoints seen in a job with Flink 2.3: one as soon as every task
+runs, one every interval, and one that Flink triggers when the sinks have finished (the final
+commit; the job does not wait for the next interval). Failed ones are Flink's own races at
+the edges: a trigger before every task runs, a periodic one declined by tasks that are
+closing; ``checkpoint_failures`` lists those Flink records with a reason.
 
 The last line printed is ``FLINK_RESULT {json}``: query, format, events (records the source
-emitted, from the job's I/O metrics), rows_out, output_glob, seconds (submit to finished),
-startup_seconds (process start to ready to submit: JVM, MiniCluster, table environment),
-checkpoints_completed / checkpoints_failed and the completed ones' total duration (the job's
+emitted, from the job's I/O metrics), rows_out, output_glob, seconds (job submitted to
+finished), startup_seconds (process start to job submitted: JVM, MiniCluster, table
+environment, and plan_seconds, SQL to submitted job graph), checkpoints_completed /
+checkpoints_failed, the completed ones' total duration and the failures' reasons (the job's
 checkpoint statistics), parallelism, flink_version. The MiniCluster is started here rather than
-per job so that the finished job's statistics are still there to read.
+per job so that the finished job's statistics are still there to read. Flink's own log goes to
+``--log-dir`` (default ``OUTDIR/../flink-log``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -73,6 +81,13 @@ BID_COLUMNS = {
 MILLIS_ROWTIME = "CAST(date_time AS TIMESTAMP_LTZ(3))"
 # The microsecond clock: one microsecond of the bid's time is one millisecond of event time.
 MICROS_ROWTIME = "MICROS_AS_MILLIS(date_time)"
+# A watermark W says no record with ts <= W follows. Each source subtask reads its bids in
+# time order, but several bids share a millisecond: W = ts would make the rest of the
+# millisecond late whenever the periodic watermark falls between them, and a window ending
+# on the next millisecond drops them (seen: 9 bids of one q7 window at 10M events, 2 runs in
+# 8). W = ts - 1 ms is exact (Flink's own BoundedOutOfOrderness subtracts 1 ms the same way);
+# on q11's microsecond clock it is ts - 1 µs.
+WATERMARK = "ts - INTERVAL '0.001' SECOND"
 UTC = "CAST({} AS TIMESTAMP(6))"  # table.local-time-zone is UTC
 SESSION_END = "MAX(date_time) + INTERVAL '10' SECOND"
 
@@ -118,7 +133,8 @@ QUERIES = {
     "q11": Query(
         reads=("bidder", "date_time"),
         rowtime=MICROS_ROWTIME,
-        # 10 s on the microsecond clock; the window's own bounds are on that clock too.
+        # INTERVAL '10000' SECOND is 10 s on the microsecond clock. window_start/_end are on
+        # that clock, so the bounds written are the first bid and the last bid + 10 s.
         select=f"SELECT bidder, {UTC.format('MIN(date_time)')}, {UTC.format(SESSION_END)}, "
         "COUNT(*) FROM TABLE("
         "SESSION(TABLE bid PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '10000' SECOND(5))) "
@@ -143,6 +159,7 @@ class Args:
     checkpoints: Path
     parallelism: int
     checkpoint_interval: str
+    log_dir: Path
 
 
 @dataclass(frozen=True)
@@ -178,6 +195,7 @@ def parse_args(argv: list[str] | None = None) -> Args | None:
     parser.add_argument("--checkpoints", type=Path, help="checkpoint folder")
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--checkpoint-interval", default="10s")
+    parser.add_argument("--log-dir", type=Path, help="Flink's log (default: OUTDIR/../flink-log)")
     ns = parser.parse_args(argv)
     if ns.self_check:
         return None
@@ -194,6 +212,7 @@ def parse_args(argv: list[str] | None = None) -> Args | None:
         checkpoints=ns.checkpoints.resolve(),
         parallelism=ns.parallelism,
         checkpoint_interval=ns.checkpoint_interval,
+        log_dir=(ns.log_dir or ns.out.parent / "flink-log").resolve(),
     )
 
 
@@ -266,7 +285,7 @@ def environments(args: Args, cluster: Any) -> tuple[Any, Any]:
 
 
 def register_bid_view(env: Any, t_env: Any, args: Args, query: Query) -> None:
-    """View ``bid``: the columns ``query`` reads and the rowtime ``ts``, watermark = ``ts``."""
+    """View ``bid``: the columns ``query`` reads and the rowtime ``ts`` with its watermark."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors import Source
     from pyflink.table import Schema
@@ -275,7 +294,10 @@ def register_bid_view(env: Any, t_env: Any, args: Args, query: Query) -> None:
     # The table schema below generates the watermark (right after the source, per subtask).
     data = env.from_source(source, WatermarkStrategy.no_watermarks(), "bid")
     schema = (
-        Schema.new_builder().column_by_expression("ts", query.rowtime).watermark("ts", "ts").build()
+        Schema.new_builder()
+        .column_by_expression("ts", query.rowtime)
+        .watermark("ts", WATERMARK)
+        .build()
     )
     t_env.create_temporary_view("bid", t_env.from_data_stream(data, schema))
 
@@ -428,6 +450,9 @@ def run(args: Args) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"--out {args.out} is not empty")
     query = QUERIES[args.query]
+    # Read when PyFlink starts its JVM; by default the log would go into the venv, one file
+    # that every run overwrites.
+    os.environ.setdefault("FLINK_LOG_DIR", str(args.log_dir))
     cluster = start_mini_cluster(args.parallelism)
     try:
         env, t_env = environments(args, cluster)

@@ -97,7 +97,11 @@ def parse_csv_lines(
 
 
 def parse_parquet(
-    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
+    spark: SparkSession,
+    index: Index,
+    schema: Schema,
+    required: tuple[str, ...],
+    stored: dict[str, str] | None = None,
 ) -> DataFrame:
     """Parquet rows; position = row index inside the file. Columns are matched by name.
 
@@ -105,8 +109,16 @@ def parse_parquet(
     error); any other is read as text and cast like JSON's, so a value that does not fit is a
     ``wrong_type`` dead letter. ``_raw`` (every column of the row as JSON) is only built for
     rows with such an error: the dead-letter sink rebuilds the others from the schema columns
-    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it."""
-    frame = spark.read.option("mergeSchema", "true").parquet(*[p for p, _, _ in index])
+    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it.
+
+    ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
+    Spark infers them, merging every file's schema."""
+    paths = [p for p, _, _ in index]
+    if stored is None:
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+    else:
+        ddl = ", ".join(f"`{c}` {t}" for c, t in stored.items())
+        frame = spark.read.schema(ddl).parquet(*paths)
     stored = dict(frame.dtypes)
     columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
     for column, kind in schema:
@@ -156,13 +168,17 @@ def _lines(spark: SparkSession, index: Index) -> DataFrame:
     )
     texts = _attach_index(spark, texts, index)
     exploded = texts.select("_file", "_major", F.posexplode(F.split("value", "\n")))
+    # one trailing CR goes (CRLF files); a line of ASCII whitespace only is not a record.
+    # Plain string functions, not regular expressions: they run once per line.
+    text = F.col("col")
+    no_cr = F.when(text.endswith("\r"), F.expr("substr(col, 1, length(col) - 1)")).otherwise(text)
     lines = exploded.select(
         "_file",
         "_major",
         (F.col("pos") + 1).cast("long").alias("_line"),
-        F.regexp_replace("col", "\r$", "").alias("_raw"),
+        no_cr.alias("_raw"),
     )
-    return lines.filter(F.col("_raw").rlike(r"\S"))
+    return lines.filter(F.length(F.expr("btrim(_raw, ' \t\u000b\f\r')")) > 0)
 
 
 def _typed(

@@ -10,6 +10,7 @@ shares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from pyspark.sql import functions as F
 
 from sluice.exceptions import SluiceError
 from sluice.windows.expressions import failure_reason, guarded
-from sluice.windows.watermarks import WatermarkState, prefix_maxima
+from sluice.windows.watermarks import CHUNK_LINES, Chunk, WatermarkState, chunk_bounds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,7 +40,9 @@ __all__ = [
     "count_classes",
     "dead_rows",
     "derive",
+    "epoch_counts",
     "null_safe_join",
+    "tally",
     "with_records",
 ]
 
@@ -70,14 +73,22 @@ class EpochCounts:
         return self.records_read == self.accepted + self.late + self.dead + self.filtered
 
 
-def _maxima(records: DataFrame) -> list[tuple[str, int, int]]:
+def _chunks(records: DataFrame) -> list[Chunk]:
+    """Every chunk of lines (see :func:`chunk_bounds`) with its extreme event times."""
     rows = (
         records.where(F.col("_ts_us").isNotNull())
-        .groupBy("_partition", "_major")
-        .agg(F.max("_ts_us").alias("m"))
+        .groupBy("_partition", "_major", _chunk_of().alias("_chunk"))
+        .agg(F.min("_ts_us").alias("lo"), F.max("_ts_us").alias("hi"))
         .collect()
     )
-    return [(r["_partition"], int(r["_major"]), int(r["m"])) for r in rows]
+    return [
+        Chunk(r["_partition"], int(r["_major"]), int(r["_chunk"]), int(r["lo"]), int(r["hi"]))
+        for r in rows
+    ]
+
+
+def _chunk_of() -> Column:
+    return F.floor((F.col("_line") - 1) / F.lit(CHUNK_LINES)).cast("long")
 
 
 def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -116,23 +127,31 @@ def _position_watermark(
     spark: SparkSession,
     frame: DataFrame,
     spec: PipelineSpec,
-    carried: WatermarkState,
-    maxima: list[tuple[str, int, int]],
+    bounds: list[tuple[str, int, int, int | None, bool]],
     before_us: int | None,
 ) -> DataFrame:
     """``_wm``: the watermark at each record's position, floored by the global watermark the
-    epoch started from (see "Late records" in the docs)."""
-    prefixes = spark.createDataFrame(
-        prefix_maxima(carried, maxima), "_partition string, _major int, _before long"
+    epoch started from (see "Late records" in the docs), for the records of exact chunks
+    (:func:`chunk_bounds`); null for the others, which no watermark they could have makes
+    late or makes miss a window."""
+    exact = [b for b in bounds if b[4]]
+    if not exact:
+        return frame.withColumn("_wm", F.lit(None).cast("long"))
+    table = spark.createDataFrame(
+        exact, "_partition string, _major int, _chunk long, _before long, _exact boolean"
     )
-    in_file = Window.partitionBy("_partition", "_major").orderBy("_line")
-    earlier = in_file.rowsBetween(Window.unboundedPreceding, -1)
-    frame = frame.join(F.broadcast(prefixes), ["_partition", "_major"], "left")
+    keys = ["_partition", "_major", "_chunk"]
+    frame = frame.withColumn("_chunk", _chunk_of()).join(F.broadcast(table), keys, "left")
+    earlier = Window.partitionBy(*keys).orderBy("_line")
+    earlier = earlier.rowsBetween(Window.unboundedPreceding, -1)
     pos_max = F.greatest("_before", F.max("_ts_us").over(earlier))
     wm = pos_max - spec.event_time.max_out_of_orderness_us
     if before_us is not None:
         wm = F.greatest(wm, F.lit(before_us))
-    return frame.withColumn("_wm", wm).drop("_before")
+    timed = frame.where(F.col("_exact")).withColumn("_wm", wm)
+    # the rest: records of the other chunks, and those without an event time (dead letters)
+    rest = frame.where(F.col("_exact").isNull()).withColumn("_wm", F.lit(None).cast("long"))
+    return timed.unionByName(rest).drop("_chunk", "_before", "_exact")
 
 
 def _classify(frame: DataFrame, late: Column | None) -> DataFrame:
@@ -156,17 +175,45 @@ def null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFr
 
 def count_classes(classified: DataFrame, missed: DataFrame, hopping: bool) -> EpochCounts:
     """Records per class; ``missed``: one row per (late record, window it missed)."""
-    by_class = {
-        r["_class"]: int(r["count"]) for r in classified.groupBy("_class").count().collect()
-    }
-    accepted, late_n, dead, filtered = (
-        by_class.get(c, 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
+    parts: dict[str, tuple[DataFrame, tuple[str, ...]]] = {"classes": (classified, ("_class",))}
+    if hopping:
+        parts["missed"] = (missed, ())
+    counted = tally(parts)
+    return epoch_counts(counted["classes"], counted.get("missed"))
+
+
+def epoch_counts(
+    by_class: dict[tuple[str | None, ...], int], missed: dict[tuple[str | None, ...], int] | None
+) -> EpochCounts:
+    """EpochCounts from :func:`tally`'s rows per ``_class`` (and per missed window: hopping
+    windows give late rows to accepted records or several to one record; None: one each)."""
+    accepted, late, dead, filtered = (
+        by_class.get((c,), 0) for c in (ACCEPTED, LATE, DEAD, FILTERED)
     )
-    # Only hopping windows give late rows to accepted records or several to one record.
-    late_rows = missed.count() if hopping and late_n + accepted else late_n
-    return EpochCounts(
-        accepted + late_n + dead + filtered, accepted, late_n, dead, filtered, late_rows
-    )
+    late_rows = late if missed is None else sum(missed.values())
+    return EpochCounts(accepted + late + dead + filtered, accepted, late, dead, filtered, late_rows)
+
+
+Tally = dict[str, dict[tuple[str | None, ...], int]]
+
+
+def tally(parts: dict[str, tuple[DataFrame, tuple[str, ...]]]) -> Tally:
+    """Rows of several frames grouped by some of their columns, in one Spark action:
+    ``{name: {(value as text, ...): rows}}`` (no entry for a group without rows). One action
+    instead of one per count saves a query's planning and scheduling each (the fixed cost of
+    an epoch)."""
+    counts = []
+    for name, (frame, by) in parts.items():
+        key = F.array(*[F.col(f"`{c}`").cast("string") for c in by]) if by else F.array()
+        grouped = frame.groupBy(key.cast("array<string>").alias("_key")).count()
+        counts.append(grouped.select(F.lit(name).alias("_part"), "_key", "count"))
+    union = counts[0]
+    for more in counts[1:]:
+        union = union.unionByName(more)
+    out: Tally = {name: {} for name in parts}
+    for row in union.collect():
+        out[row["_part"]][tuple(row["_key"])] = int(row["count"])
+    return out
 
 
 def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
@@ -224,12 +271,15 @@ def classify_epoch(
     lateness: Column | None,
     positions: bool = True,
     columns: tuple[str, ...] | None = None,
+    first_close: Callable[[int], int] | None = None,
 ) -> Classified:
     """Derive, time and classify one epoch's records. ``lateness`` is the operator's rule over
     ``_ts_us`` and ``_wm`` (None: no record is late); ``positions``: compute ``_wm``.
     ``waiting``: the partitions the source still has unread input for after this epoch.
     ``columns``: the record columns the operator reads (None: all but ``_raw`` / ``_file``);
-    Spark then reads and shuffles only those."""
+    Spark then reads and shuffles only those. ``first_close``: the operator's earliest
+    closing watermark of a record at an event time, which lets most records skip their exact
+    ``_wm`` (:func:`~sluice.windows.watermarks.chunk_bounds`; None: none skip)."""
     et = spec.event_time
     # select/filter first: a record whose expression raised is dead and moves no watermark
     derived = derive(records, spec)
@@ -241,14 +291,16 @@ def classify_epoch(
     narrow = narrow.withColumn(
         "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    maxima = _maxima(narrow)
-    watermark = carried.advanced(((p, v) for p, _, v in maxima), waiting)
+    chunks = _chunks(narrow)
+    watermark = carried.advanced(((c.partition, c.high) for c in chunks), waiting)
     before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     frame = narrow.withColumn("_epoch", F.lit(epoch).cast("long"))
     types = dict(frame.dtypes)
     if positions:
-        frame = _position_watermark(spark, frame, spec, carried, maxima, before_us)
+        ooo = et.max_out_of_orderness_us
+        bounds = chunk_bounds(carried, chunks, ooo, before_us, first_close)
+        frame = _position_watermark(spark, frame, spec, bounds, before_us)
     classified = _classify(frame, lateness).persist(StorageLevel.MEMORY_AND_DISK)
     return Classified(classified, derived, types, watermark, after_us, (narrow, classified))
 
