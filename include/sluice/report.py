@@ -102,6 +102,7 @@ def run_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
+    out = "rows" if rt.spec.stateless else "windows"
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
@@ -112,7 +113,7 @@ def run_with_progress(
                 advance=stats.input_units,
                 last=(
                     f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
-                    f"{stats.windows_emitted} windows out, {stats.late} late, {stats.dead} dead"
+                    f"{stats.windows_emitted} {out} out, {stats.late} late, {stats.dead} dead"
                 ),
             )
 
