@@ -7,9 +7,9 @@
 2. the results are the accepted records' output columns (``PipelineSpec.output_columns``),
    each epoch's rows appended once; there is no state, so ``S_{k+1}`` is empty.
 
-Spark runs two jobs before the sinks write: the per-partition event-time maxima (which caches
-the narrow records) and the count per class; ``emitted`` is the accepted count, and the late
-sink gets an empty frame without a job.
+Spark runs two actions before the sinks write: the event-time extremes per partition (which
+cache the narrow records) and the count per class; ``emitted`` is the accepted count, and the
+late sink gets an empty frame without a job.
 """
 
 from __future__ import annotations
@@ -47,12 +47,17 @@ def compute_stateless(
         spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None,
         positions=False, columns=columns,
     )  # fmt: skip
-    # ``classified`` is a projection of the narrow frame the maxima job already cached:
+    # ``classified`` is a projection of the narrow frame the first action already cached:
     # caching it too would copy every record once more for nothing.
-    narrow = [f for f in prepared.cached if f is not prepared.classified]
+    narrow = tuple(f for f in prepared.cached if f is not prepared.classified)
     prepared.classified.unpersist()
     late = no_late_rows(prepared.records, spec, epoch)
-    counts = count_classes(prepared.classified, late, hopping=False)
+    try:
+        counts = count_classes(prepared.classified, late, hopping=False)
+    except BaseException:
+        for frame in narrow:
+            frame.unpersist()
+        raise
     return EpochOutput(
         counts=counts,
         watermark=prepared.watermark,
@@ -64,7 +69,7 @@ def compute_stateless(
         still_open=0,
         late=late,
         dead=dead_rows(prepared.records, spec, epoch, source_uri),
-        cached=tuple(narrow),
+        cached=narrow,
     )
 
 
