@@ -437,23 +437,10 @@ def run_plain(report: Report, spark: Any, ds: Dataset, files_per_epoch: int) -> 
     return per_epoch
 
 
-Q0_FUNCTION = '''
-COLUMNS = ["event_id", "auction", "bidder", "price", "channel", "url", "date_time", "extra"]
-
-
-def passthrough(ctx, records):
-    """Nexmark q0: every bid as it came (a process function without state)."""
-    return records[COLUMNS]
-'''
-
 SPECS: dict[str, dict[str, Any]] = {
-    # q0: Sluice has no stateless operator; a process function returns each key group's
-    # records as they are, keyed by pmod(event_id, 8) so that 8 Arrow batches go to Python.
-    "q0": {
-        "select": {"part": "pmod(event_id, 8)"},
-        "key_by": ["part"],
-        "process": {"function": "bench_q0:passthrough", "output": dict(BID_SCHEMA)},
-    },
+    # q0: a stateless pipeline (no window, no process function) appends every bid's columns
+    # (the source schema's) as they came (docs/stateless.md).
+    "q0": {},
     "q5": {
         "key_by": ["auction"],
         "window": {"type": "hopping", "size": "10s", "slide": "2s"},
@@ -477,12 +464,11 @@ SPECS: dict[str, dict[str, Any]] = {
 def sluice_spec(
     name: str, body: dict[str, Any], source: dict[str, Any], qos: int, work: Path
 ) -> Path:
-    """Write a spec (and q0's function module) into ``work``; sinks and checkpoints there."""
+    """Write a spec into ``work``; sinks and checkpoints there."""
     import yaml
 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    (work / "bench_q0.py").write_text(Q0_FUNCTION)
     spec = {
         "name": name,
         "source": source,
