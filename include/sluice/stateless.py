@@ -47,15 +47,11 @@ def compute_stateless(
         spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None,
         positions=False, columns=columns,
     )  # fmt: skip
-    # ``classified`` is a projection of the narrow frame the first action already cached:
-    # caching it too would copy every record once more for nothing.
-    narrow = tuple(f for f in prepared.cached if f is not prepared.classified)
-    prepared.classified.unpersist()
     late = no_late_rows(prepared.records, spec, epoch)
     try:
         counts = count_classes(prepared.classified, late, hopping=False)
     except BaseException:
-        for frame in narrow:
+        for frame in prepared.cached:
             frame.unpersist()
         raise
     return EpochOutput(
@@ -69,7 +65,7 @@ def compute_stateless(
         still_open=0,
         late=late,
         dead=dead_rows(prepared.records, spec, epoch, source_uri),
-        cached=narrow,
+        cached=prepared.cached,
     )
 
 
