@@ -8,6 +8,7 @@ The process step (:mod:`sluice.protocol.process`) reads the planned records and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 __all__ = ["EpochOutput", "align_state", "compute_output", "no_late_rows", "state_columns"]
 
 
+Frame = Callable[[], "DataFrame"]
+
+
 @dataclass(frozen=True)
 class EpochOutput:
     counts: EpochCounts
@@ -32,8 +36,10 @@ class EpochOutput:
     state: DataFrame | None  # S_{k+1} rows (None or state_rows == 0: empty)
     state_rows: int
     still_open: int  # windows still open, or keys holding state
-    late: DataFrame
-    dead: DataFrame
+    # Built on demand (Frame): most epochs have neither late records nor dead letters, and
+    # planning these joins back to every column costs a few hundred ms of driver time.
+    late: Frame
+    dead: Frame
     cached: tuple[DataFrame, ...]
 
     def release(self) -> None:

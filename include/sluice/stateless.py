@@ -47,9 +47,8 @@ def compute_stateless(
         spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None,
         positions=False, columns=columns,
     )  # fmt: skip
-    late = no_late_rows(prepared.records, spec, epoch)
     try:
-        counts = count_classes(prepared.classified, late, hopping=False)
+        counts = count_classes(prepared.classified)
     except BaseException:
         for frame in prepared.cached:
             frame.unpersist()
@@ -63,8 +62,8 @@ def compute_stateless(
         state=None,
         state_rows=0,
         still_open=0,
-        late=late,
-        dead=dead_rows(prepared.records, spec, epoch, source_uri),
+        late=lambda: no_late_rows(prepared.records, spec, epoch),
+        dead=lambda: dead_rows(prepared.records, spec, epoch, source_uri),
         cached=prepared.cached,
     )
 

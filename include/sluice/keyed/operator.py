@@ -144,9 +144,8 @@ def compute_keyed(
     cached.append(result)
     emitted, alive = _totals(result, spec, epoch)
     carried_keys = untouched.count()
-    late = no_late_rows(prepared.records, spec, epoch)
     return EpochOutput(
-        counts=count_classes(classified, late, hopping=False),
+        counts=count_classes(classified),
         watermark=prepared.watermark,
         watermark_us=prepared.after_us,
         results=_results(result, epoch),
@@ -154,8 +153,8 @@ def compute_keyed(
         state=result.where("_alive").select(*state_columns(spec)).unionByName(untouched),
         state_rows=alive + carried_keys,
         still_open=alive + carried_keys,
-        late=late,
-        dead=dead_rows(prepared.records, spec, epoch, source_uri),
+        late=lambda: no_late_rows(prepared.records, spec, epoch),
+        dead=lambda: dead_rows(prepared.records, spec, epoch, source_uri),
         cached=tuple(cached),
     )
 

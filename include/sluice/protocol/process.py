@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sluice.operator import EpochOutput, align_state, compute_output
+from sluice.operator import EpochOutput, Frame, align_state, compute_output
 from sluice.protocol import layout
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
@@ -36,6 +36,7 @@ from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
 from sluice.storage import CorruptObject, to_spark_uri
+from sluice.windows.records import DEAD_DDL, late_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -130,10 +131,12 @@ def _stage(
     started = rt.clock()
     state = _write_state(rt, frames, plan.epoch, attempt)
     rt.faults.hit("process.after_state", plan.epoch)
+    spark = frames.results.sparkSession
+    counts = frames.counts
     outputs: Outputs = {
         "results": (frames.results, frames.emitted),
-        "late": (frames.late, frames.counts.late_rows),
-        "dead": (frames.dead, frames.counts.dead),
+        "late": (_frame(spark, frames.late, counts.late_rows, late_ddl(rt.spec)), counts.late_rows),
+        "dead": (_frame(spark, frames.dead, counts.dead, DEAD_DDL), counts.dead),
     }
     prepared: list[Prepared] = []
     retract = retract_after(plan)
@@ -145,7 +148,6 @@ def _stage(
         elif rt.spec.qos == 1:
             prepared.append(_write(role, plan.epoch, attempt, df, rows, retract))
     rt.faults.hit("process.after_prepare", plan.epoch)
-    counts = frames.counts
     rng = rt.source.decode_range(plan.source_range)
     stats = EpochStats(
         counts.records_read,
@@ -167,6 +169,12 @@ def _stage(
         process_seconds=round(rt.clock() - started, 6),
     )
     return result, outputs
+
+
+def _frame(spark: SparkSession, build: Frame, rows: int, ddl: str) -> DataFrame:
+    """The side output when it has rows; else an empty frame of its columns (a sink may still
+    create its table from them) that costs no planning."""
+    return build() if rows else spark.createDataFrame([], ddl)
 
 
 def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outputs) -> None:

@@ -48,7 +48,7 @@ from sluice.windows.watermarks import WatermarkState
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sluice.operator import EpochOutput
+    from sluice.operator import EpochOutput, Frame
     from sluice.spec.model import PipelineSpec
 
 __all__ = [
@@ -75,8 +75,8 @@ class EpochFrames:
     missed: DataFrame | None  # hopping windows: one row per (late record, window it missed)
     watermark: WatermarkState
     watermark_us: int | None  # the global watermark after the epoch (idle rule applied)
-    dead: DataFrame
-    late: DataFrame
+    dead: Frame  # built on demand (sluice.operator.EpochOutput)
+    late: Frame
     merged: DataFrame  # every touched or carried window: partials, _closed, _new
     deletes: DataFrame | None  # sessions this epoch replaced (keys, _ws, _we)
     counters: DataFrame | None  # count windows: per-key record counts (state rows)
@@ -146,7 +146,6 @@ def compute_epoch(
     if spec.windowing.type == "count":
         partials, counters = _count_partials(classified, spec, types, state)
         missed = classified.where(F.lit(False))
-        late = _late_rows(missed, prepared.records, spec, epoch)
     else:
         assigned = _assign(classified, spec)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
@@ -155,7 +154,6 @@ def compute_epoch(
         # the missed windows are assigned again from those few, not kept from all of them.
         exposed = classified.where(F.col("_wm").isNotNull())
         missed = _assign(exposed, spec).where(F.col("_missed"))
-        late = _late_rows(missed, prepared.records, spec, epoch)
     partials = partials.withColumn("_new", F.lit(True))
 
     windows = _windows_of_state(state, spec)
@@ -186,8 +184,8 @@ def compute_epoch(
         missed=missed if spec.windowing.type == "hopping" else None,
         watermark=watermark,
         watermark_us=after_us,
-        dead=dead_rows(prepared.records, spec, epoch, source_uri),
-        late=late,
+        dead=lambda: dead_rows(prepared.records, spec, epoch, source_uri),
+        late=lambda: _late_rows(missed, prepared.records, spec, epoch),
         merged=merged,
         deletes=deletes,
         counters=counters,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCEPTED",
     "DEAD",
+    "DEAD_DDL",
     "FILTERED",
     "LATE",
     "Classified",
@@ -41,6 +42,7 @@ __all__ = [
     "dead_rows",
     "derive",
     "epoch_counts",
+    "late_ddl",
     "null_safe_join",
     "tally",
     "with_records",
@@ -175,11 +177,9 @@ def null_safe_join(left: DataFrame, right: DataFrame, keys: list[str]) -> DataFr
     return joined.drop(*[f"_r_{k}" for k in keys])
 
 
-def count_classes(classified: DataFrame, missed: DataFrame, hopping: bool) -> EpochCounts:
-    """Records per class; ``missed``: one row per (late record, window it missed)."""
+def count_classes(classified: DataFrame) -> EpochCounts:
+    """Records per class (one late row per late record)."""
     parts: dict[str, tuple[DataFrame, tuple[str, ...]]] = {"classes": (classified, ("_class",))}
-    if hopping:
-        parts["missed"] = (missed, ())
     counted = tally(parts)
     return epoch_counts(counted["classes"], counted.get("missed"))
 
@@ -231,6 +231,23 @@ def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -
         F.coalesce("_raw", _row_json(spec)).alias("raw"),
         code_and_reason.getItem(0).alias("reason_code"),
         code_and_reason.getItem(1).alias("reason"),
+    )
+
+
+DEAD_DDL = (
+    "pipeline string, epoch bigint, source string, file string, line bigint, raw string, "
+    "reason_code string, reason string"
+)
+
+
+def late_ddl(spec: PipelineSpec) -> str:
+    """The late-records sink's columns (every operator's late frame has these)."""
+    from sluice.sources.parsing import SPARK_TYPES
+
+    record = ", ".join(f"`{c}` {SPARK_TYPES[kind]}" for c, kind in spec.source.schema)
+    return (
+        f"{record}, window_start timestamp, window_end timestamp, watermark timestamp, "
+        "source_file string, source_line bigint, epoch bigint"
     )
 
 
