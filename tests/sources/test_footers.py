@@ -92,3 +92,23 @@ def test_big_footers_are_read_whole_and_broken_files_left_to_spark(tmp_path: Pat
     (tmp_path / "cut.parquet").write_bytes(buffer.getvalue()[:-20] + b"PAR1")
     for broken in ("text.parquet", "cut.parquet", "missing.parquet"):
         assert stored_types(store, [name, broken]) is None, broken
+
+
+@pytest.mark.spark
+def test_files_spark_wrote_give_spark_s_own_schema(spark: Any, tmp_path: Path) -> None:
+    """State snapshots: decimals, arrays, structs, binary sketches and INT96 timestamps have
+    no mapping of their own, but Spark's schema is in the footer."""
+    frame = spark.sql(
+        "SELECT 1L AS k, CAST(2.5 AS DECIMAL(20, 2)) AS s, array('a', 'b') AS d, "
+        "named_struct('v', 1, 'w', 'x') AS f, TIMESTAMP'2026-01-01 00:00:00' AS t, "
+        "hll_sketch_agg(1) AS h"
+    )
+    frame.coalesce(1).write.parquet(str(tmp_path / "state"))
+    (part,) = [p.name for p in (tmp_path / "state").glob("*.parquet")]
+    ours = stored_types(LocalObjectStore(tmp_path / "state"), [part])
+    assert ours is not None
+    assert list(ours.items()) == spark.read.parquet(str(tmp_path / "state")).dtypes
+    # a nested name DDL cannot take unquoted: Spark reads the footer itself (no wrong schema)
+    spark.sql("SELECT named_struct('a b', 1) AS f").write.parquet(str(tmp_path / "odd"))
+    odd = [p.name for p in (tmp_path / "odd").glob("*.parquet")]
+    assert stored_types(LocalObjectStore(tmp_path / "odd"), odd) is None

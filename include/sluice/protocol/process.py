@@ -35,6 +35,7 @@ from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
+from sluice.sources.footers import ddl, stored_types
 from sluice.storage import CorruptObject, to_spark_uri
 from sluice.windows.records import DEAD_DDL, late_ddl
 
@@ -254,5 +255,12 @@ def read_state(
         return None
     verify_state(rt, ref)
     migration = migration or StateMigration()
-    frame = spark.read.parquet(to_spark_uri(ref.uri))
+    reader = spark.read
+    # the snapshot's column types from its footers: no schema-inference job (see footers.py)
+    prefix = ref.uri[len(rt.repo.store.uri()) + 1 :] + "/"
+    parts = [prefix + name for name, _ in ref.files or () if name.endswith(".parquet")]
+    stored = stored_types(rt.repo.store, parts)
+    if stored is not None:
+        reader = reader.schema(ddl(stored))
+    frame = reader.parquet(to_spark_uri(ref.uri))
     return align_state(rt.spec, frame, migration.reset_aggregates, migration.reset_states)

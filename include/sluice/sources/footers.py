@@ -5,13 +5,15 @@ executors): a Spark job and two planning rounds in every epoch, most of the fixe
 small one. The footers are a few KB at the end of each file, so the files source reads them
 itself (one suffix range read per file) and hands Spark the merged schema.
 
-Only types whose Spark equivalent is certain are mapped (tests/sources/test_footers.py checks
-each against Spark's own inference); anything else — an unmapped type, two files disagreeing
+A file Spark wrote carries Spark's own schema in its footer (what Spark reads back too); for
+other files only types whose Spark equivalent is certain are mapped (tests/sources/test_footers.py
+checks each against Spark's own inference); anything else — an unmapped type, two files disagreeing
 on a column, a footer that does not parse — returns None and Spark infers as before.
 """
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -23,9 +25,11 @@ from sluice.storage import StorageError
 if TYPE_CHECKING:
     from sluice.storage import ObjectStore
 
-__all__ = ["spark_type", "stored_types"]
+__all__ = ["ddl", "spark_type", "stored_types"]
 
 MAGIC = b"PAR1"
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"  # what Spark reads back first
 FIRST_READ = 64 * 1024  # most footers fit: one read per file
 _SIMPLE = {
     pa.int8(): "tinyint",
@@ -62,19 +66,55 @@ def stored_types(store: ObjectStore, keys: list[str]) -> dict[str, str] | None:
     if not keys:
         return None
     with ThreadPoolExecutor(max_workers=min(8, len(keys))) as pool:
-        schemas = list(pool.map(lambda key: _footer_schema(store, key), keys))
+        found = list(pool.map(lambda key: _footer_types(store, key), keys))
     merged: dict[str, str] = {}
     folded: dict[str, str] = {}  # Spark matches Parquet columns case-insensitively
-    for schema in schemas:
-        if schema is None:
+    for types in found:
+        if types is None:
             return None
-        for field in schema:
-            kind = spark_type(field.type)
-            if kind is None or merged.setdefault(field.name, kind) != kind:
+        for name, kind in types.items():
+            if merged.setdefault(name, kind) != kind:
                 return None
-            if folded.setdefault(field.name.lower(), field.name) != field.name:
+            if folded.setdefault(name.lower(), name) != name:
                 return None
     return merged
+
+
+def ddl(types: dict[str, str]) -> str:
+    """A reader schema (Spark DDL) of :func:`stored_types`' answer."""
+    return ", ".join(f"`{name}` {kind}" for name, kind in types.items())
+
+
+def _footer_types(store: ObjectStore, key: str) -> dict[str, str] | None:
+    """Spark types of the columns in ``key``'s footer: the schema Spark wrote there itself
+    (its row metadata, exact for any type: state snapshots), else mapped from Parquet's."""
+    schema = _footer_schema(store, key)
+    if schema is None:
+        return None
+    written = (schema.metadata or {}).get(SPARK_SCHEMA_KEY)
+    if written is not None:
+        from pyspark.sql.types import StructType, _parse_datatype_json_string
+
+        struct = _parse_datatype_json_string(written.decode())
+        if isinstance(struct, StructType) and all(map(_plain_names, struct.fields)):
+            return {f.name: f.dataType.simpleString() for f in struct.fields}
+        return None  # a nested name DDL would need quoted: let Spark read the footer
+    types = {field.name: spark_type(field.type) for field in schema}
+    return None if None in types.values() else types  # type: ignore[return-value]
+
+
+def _plain_names(field: object) -> bool:
+    """Whether every struct field nested in ``field``'s type has a name DDL takes unquoted."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    kind = getattr(field, "dataType", field)
+    if isinstance(kind, StructType):
+        return all(_IDENT.fullmatch(f.name) and _plain_names(f) for f in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _plain_names(kind.elementType)
+    if isinstance(kind, MapType):
+        return _plain_names(kind.keyType) and _plain_names(kind.valueType)
+    return True
 
 
 def _footer_schema(store: ObjectStore, key: str) -> pa.Schema | None:

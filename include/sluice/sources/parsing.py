@@ -14,6 +14,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice.sources.footers import ddl
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -117,8 +119,7 @@ def parse_parquet(
     if stored is None:
         frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     else:
-        ddl = ", ".join(f"`{c}` {t}" for c, t in stored.items())
-        frame = spark.read.schema(ddl).parquet(*paths)
+        frame = spark.read.schema(ddl(stored)).parquet(*paths)
     stored = dict(frame.dtypes)
     columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
     for column, kind in schema:
