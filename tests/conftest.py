@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.pipelines",
     "tests.fixtures.postgres",
     "tests.fixtures.s3proxy",
+    "tests.fixtures.serve",
     "tests.fixtures.spark_cluster",
 ]
 

@@ -5,9 +5,9 @@ it starts with the request's job group (``setJobGroup(..., interruptOnCancel=Tru
 pinned-thread mode gives each Python thread its own JVM thread, so the group is the thread's
 own), takes its pipeline's session (``newSession()`` of the server's session, so SQL settings
 and temp views stay inside one pipeline) and runs :func:`sluice.jobs.process_attempt`, the code
-``spark-submit jobs/run_epoch.py`` runs. ``cancel`` cancels the group; the attempt's next
-Spark action then fails and ``process_epoch`` records the attempt FAILED and removes what it
-staged, as for any failure.
+``spark-submit jobs/run_epoch.py`` runs, its jobs in the pipeline's own FAIR scheduler pool.
+``cancel`` cancels the group; the attempt's next Spark action then fails and ``process_epoch``
+records the attempt FAILED and removes what it staged, as for any failure.
 
 Per pipeline one attempt at a time; different pipelines run side by side.
 """
@@ -44,6 +44,9 @@ __all__ = ["Attempt", "AttemptRegistry", "Busy"]
 log = logging.getLogger("sluice.serve")
 
 MAX_MESSAGE_CHARS = 4000
+# Each pipeline's jobs go to their own pool of the FAIR scheduler (the server's session sets
+# spark.scheduler.mode=FAIR): pipelines share the cores instead of queueing behind each other.
+POOL = "spark.scheduler.pool"
 KEEP_FINISHED = 256
 
 
@@ -217,6 +220,7 @@ class AttemptRegistry:
         context = self.spark.sparkContext
         what = f"sluice serve {attempt.id}: {attempt.spec.name} epoch {attempt.request.epoch}"
         context.setJobGroup(attempt.group, what, interruptOnCancel=True)
+        context.setLocalProperty(POOL, f"sluice-{attempt.spec.name}")
         secrets_ = connection_secrets(attempt.request.connections)
         try:
             summary = self._process(attempt)
@@ -229,6 +233,7 @@ class AttemptRegistry:
         finally:
             jsc: Any = context._jsc
             jsc.sc().clearJobGroup()
+            jsc.sc().setLocalProperty(POOL, None)
 
     def _process(self, attempt: Attempt) -> dict[str, Any]:
         session = self._session(attempt)

@@ -43,6 +43,8 @@ log = logging.getLogger("sluice.serve")
 MAX_BODY_BYTES = 1 << 20
 SHUTDOWN_GRACE_S = 30.0
 ATTEMPTS = "/v1/attempts"
+# Pipelines share the session's cores: FAIR between their pools (see attempts.POOL).
+SESSION_CONF = {"spark.scheduler.mode": "FAIR"}
 
 
 class HttpError(Exception):
@@ -249,7 +251,7 @@ def run(config: ServeConfig) -> int:
             "(use --tls-cert/--tls-key off a private network)",
             config.host,
         )
-    spark = spark_session("sluice-serve", master=config.master)
+    spark = spark_session("sluice-serve", master=config.master, extra_conf=SESSION_CONF)
     registry = AttemptRegistry(
         spark,
         executor_sluice=ship_package(spark),

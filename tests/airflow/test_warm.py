@@ -1,0 +1,101 @@
+"""``dag.test()`` in warm mode: the spec says ``execution: warm``, so the DAG's ``process`` task
+is a :class:`SluiceServedProcessOperator` that posts each epoch to a real ``sluice serve``
+(connection ``sluice_serve``, created by ``python -m sluice.airflow.provision --serve-url``).
+
+Two runs = two epochs, equal to the reference; the PostgreSQL sink's connection travels in
+the request and its password appears nowhere: no XCom, no Airflow file, no server log.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from airflow.dag_processing.dagbag import DagBag
+from sluice.spec import parse_spec
+
+from tests.fixtures.airflow import REPO, airflow_env
+from tests.fixtures.pipelines import assert_click_output_exact, click_spec_dict
+from tests.fixtures.postgres import SUPERUSER
+from tests.fixtures.serve import ServeProcess
+from tests.serve.pipelines import CLICK_FILES, CLICK_REFERENCE
+
+PLANTED = "planted-warm-Pw-9e107d9d372bb"
+CONN_ID = "warm_pg"
+
+
+def _fernet_key() -> str:
+    """The Fernet key this process decrypts with: it set up its Airflow before airflow.cfg
+    (and the key in it) existed, so it stores and reads passwords in clear. The provisioning
+    subprocess must do the same (in production every component shares one key)."""
+    from airflow.configuration import conf
+    from airflow.models.crypto import get_fernet
+
+    return conf.get("core", "fernet_key", fallback="") if get_fernet().is_encrypted else ""
+
+
+def _provision(home: Path, pipelines: Path, server: ServeProcess, tmp_path: Path) -> str:
+    """Pools, the Spark connection and the serve connection, as set-up does; its output."""
+    token_file = tmp_path / "serve-token"
+    token_file.write_text(server.token)
+    token_file.chmod(0o600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sluice.airflow.provision", "--pipelines", str(pipelines),
+         "--serve-url", server.url, "--serve-token-file", str(token_file)],
+        env=airflow_env(home, AIRFLOW__CORE__FERNET_KEY=_fernet_key()), capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def test_warm_runs_commit_epochs_equal_to_the_reference(
+    airflow_db: Path,
+    local_workspace: Any,
+    pipelines_dir: Path,
+    postgres_server: Any,
+    serve_server: ServeProcess,
+    monkeypatch: Any,
+    tmp_path: Path,
+) -> None:
+    name = "warmtest"
+    local_workspace.put_files(CLICK_FILES)
+    postgres_server.create_database(name)
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{CONN_ID.upper()}",
+        f"postgresql://{SUPERUSER}:{PLANTED}@{postgres_server.host}:{postgres_server.port}/{name}",
+    )
+    body = click_spec_dict(local_workspace, name=name, execution="warm")
+    body["source"]["max_files_per_epoch"] = 3
+    body["sinks"].append({"name": "pg", "type": "postgres", "table": "clicks",
+                          "connection": CONN_ID})  # fmt: skip
+    (pipelines_dir / f"{name}.yaml").write_text(yaml.safe_dump(body))
+    files_only = parse_spec({**body, "sinks": body["sinks"][:1]})  # what assert_... reads
+    printed = _provision(airflow_db, pipelines_dir, serve_server, tmp_path)
+    assert "connection sluice_serve: " in printed and serve_server.token not in printed
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags[f"sluice__{name}"]
+    assert type(dag.get_task("process")).__name__ == "SluiceServedProcessOperator"
+    assert "execution:warm" in dag.tags
+    served_before = serve_server.client().health()["epochs"]["succeeded"]
+
+    runs = [dag.test() for _ in range(2)]
+
+    assert [r.state for r in runs] == ["success"] * 2
+    assert serve_server.client().health()["epochs"]["succeeded"] == served_before + 2
+    assert_click_output_exact(files_only, CLICK_REFERENCE)
+    rows = postgres_server.psql("SELECT count(*) FROM clicks", name)
+    assert int(rows) == len(CLICK_REFERENCE.emitted)  # the connection reached the server
+    with sqlite3.connect(airflow_db / "airflow.db") as db:
+        xcoms = [str(v) for (t, v) in db.execute("SELECT task_id, value FROM xcom")
+                 if t == "process"]  # fmt: skip
+    assert len(xcoms) >= 2 and all(serve_server.url not in x for x in xcoms)
+    assert all("spark_application_id" in x for x in xcoms)
+    files = [p for p in airflow_db.rglob("*") if p.is_file() and p.name != "airflow.db"]
+    files += [p for p in tmp_path.rglob("*") if p.is_file()]
+    files.append(serve_server.log)
+    assert [str(p) for p in files if PLANTED.encode() in p.read_bytes()] == []
+    assert serve_server.token.encode() not in serve_server.log.read_bytes()
