@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from airflow.dag_processing.dagbag import DagBag
 from sluice.spec import parse_spec
@@ -99,3 +100,20 @@ def test_warm_runs_commit_epochs_equal_to_the_reference(
     files.append(serve_server.log)
     assert [str(p) for p in files if PLANTED.encode() in p.read_bytes()] == []
     assert serve_server.token.encode() not in serve_server.log.read_bytes()
+
+
+def test_provision_creates_then_updates_the_serve_connection(airflow_db: Path) -> None:
+    from airflow.models.connection import Connection
+    from airflow.utils.session import create_session
+    from sluice.airflow.provision import ensure_serve_connection
+
+    first, second = "a" * 24, "b" * 24
+    assert ensure_serve_connection("serve_t", "http://127.0.0.1:8790", first) == "created"
+    assert ensure_serve_connection("serve_t", "http://127.0.0.1:8790", first) == "unchanged"
+    assert ensure_serve_connection("serve_t", "https://serve.internal:9443", second) == "updated"
+    with create_session() as session:
+        conn = session.query(Connection).filter(Connection.conn_id == "serve_t").one()
+        found = (conn.conn_type, conn.host, conn.port, conn.schema, conn.password)
+    assert found == ("http", "serve.internal", 9443, "https", second)
+    with pytest.raises(SystemExit, match="expected http"):
+        ensure_serve_connection("serve_t", "ftp://x", first)

@@ -23,6 +23,7 @@ class ServeConfig:
     pipelines_dirs: tuple[str, ...]
     state_dir: Path
     master: str | None = None
+    spark_conf: tuple[tuple[str, str], ...] = ()
     max_running: int = 4
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -47,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"where the token file is created when $SLUICE_SERVE_TOKEN is unset ({default_state})",
     )  # fmt: skip
     parser.add_argument("--master", default=None, help="Spark master (default: local[2])")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a Spark setting for the server's session, e.g. spark.driver.memory=2g (repeatable)",
+    )  # fmt: skip
     parser.add_argument("--max-running", type=int, default=4, help="attempts at once (default 4)")
     parser.add_argument("--tls-cert", default=None, help="serve HTTPS with this certificate")
     parser.add_argument("--tls-key", default=None, help="... and this private key")
@@ -56,12 +61,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ServeError("--tls-cert and --tls-key go together")
+    conf = []
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ServeError(f"--conf {item!r}: expected KEY=VALUE")
+        conf.append((key.strip(), value))
     return ServeConfig(
         host=args.host,
         port=args.port,
         pipelines_dirs=tuple(args.pipelines_dir or [args.pipelines_default]),
         state_dir=args.state_dir,
         master=args.master,
+        spark_conf=tuple(conf),
         max_running=max(1, args.max_running),
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

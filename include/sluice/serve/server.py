@@ -251,7 +251,8 @@ def run(config: ServeConfig) -> int:
             "(use --tls-cert/--tls-key off a private network)",
             config.host,
         )
-    spark = spark_session("sluice-serve", master=config.master, extra_conf=SESSION_CONF)
+    conf = {**SESSION_CONF, **dict(config.spark_conf)}
+    spark = spark_session("sluice-serve", master=config.master, extra_conf=conf)
     registry = AttemptRegistry(
         spark,
         executor_sluice=ship_package(spark),
