@@ -8,9 +8,11 @@ the request and its password appears nowhere: no XCom, no Airflow file, no serve
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,55 @@ def test_provision_creates_then_updates_the_serve_connection(airflow_db: Path) -
     assert found == ("http", "serve.internal", 9443, "https", second)
     with pytest.raises(SystemExit, match="expected http"):
         ensure_serve_connection("serve_t", "ftp://x", first)
+
+
+def _execute(op: Any) -> Any:
+    try:
+        return op.execute({})
+    except Exception as exc:  # the outcome, for the test thread to look at
+        return exc
+
+
+def test_on_kill_cancels_the_served_attempt(
+    serve_server: ServeProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry of the same task follows the attempt still running; another run's task is
+    refused (409); ``on_kill`` cancels the attempt, both tasks fail, the record is FAILED."""
+    from sluice.airflow.operators import SluiceServedProcessOperator
+    from sluice.protocol import AttemptStatus, plan_epoch
+    from sluice.serve import AttemptCancelled, PipelineBusy
+
+    from tests.serve.pipelines import gated_pipeline
+    from tests.serve.test_server import wait_until
+
+    conn = {"conn_type": "http", "host": "127.0.0.1", "port": serve_server.port,
+            "schema": "http", "password": serve_server.token}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SERVE", json.dumps(conn))
+    gated, gate = gated_pipeline(tmp_path / "gated", name="gated_kill")
+    gate.close()
+    assert plan_epoch(gated.rt) is not None
+
+    def task(run_id: str) -> SluiceServedProcessOperator:
+        return SluiceServedProcessOperator(task_id="process", spec_path=str(gated.path),
+                                           epoch="1", run_id=run_id)  # fmt: skip
+
+    first, retry = task("run_1"), task("run_1")
+    outcomes: dict[str, Any] = {}
+    threads = [threading.Thread(target=lambda o=o, k=k: outcomes.update({k: _execute(o)}))
+               for k, o in (("first", first), ("retry", retry))]  # fmt: skip
+    threads[0].start()
+    wait_until("the attempt inside its Spark job", gate.entered.exists)
+    threads[1].start()
+    wait_until("the retry following the running attempt", lambda: retry._request_id)
+    assert retry._request_id == first._request_id
+    with pytest.raises(PipelineBusy, match="still running"):
+        task("run_2").execute({})
+
+    first.on_kill()
+    for thread in threads:
+        thread.join(timeout=300)
+    gate.open()
+    assert isinstance(outcomes["first"], AttemptCancelled), outcomes
+    assert isinstance(outcomes["retry"], AttemptCancelled), outcomes
+    [record] = gated.rt.repo.attempts(1)
+    assert record.status == AttemptStatus.FAILED
