@@ -45,40 +45,40 @@ def _die_at_fault_point(server: Any, pipeline: Pipeline, epoch: int, marker: Pat
 def test_server_killed_at_a_fault_point_and_inside_a_spark_job(
     serve_factory: Any, local_workspace: Any, tmp_path: Path
 ) -> None:
-    pipeline = click_pipeline(local_workspace, tmp_path / "specs")
+    pipeline = click_pipeline(local_workspace, tmp_path / "specs", files_per_epoch=3)
     marker = tmp_path / "fault-fired"
-    fault = {"SLUICE_FAULT": "process.after_prepare", "SLUICE_FAULT_EPOCH": "2",
+    fault = {"SLUICE_FAULT": "process.after_prepare", "SLUICE_FAULT_EPOCH": "1",
              "SLUICE_FAULT_ONCE": str(marker)}  # fmt: skip
     server = serve_factory([tmp_path / "specs"], **fault)
     client = server.client()
-    assert pipeline.epoch(client) is not None  # epoch 1
 
-    # 1. Epoch 2 dies with every sink staged and the attempt record still STARTED.
-    _die_at_fault_point(server, pipeline, 2, marker)
+    # 1. Epoch 1 dies with every sink staged and the attempt record still STARTED.
+    _die_at_fault_point(server, pipeline, 1, marker)
 
-    # 2. Epoch 3: SIGKILL at a random moment once its Spark jobs have started.
+    # 2. Epoch 2: SIGKILL at a random moment once its Spark jobs have started.
     assert plan_epoch(pipeline.rt) is not None
-    started = client.start(pipeline.path, 3, "run_3")
-    wait_until("epoch 3's first Spark job",
+    started = client.start(pipeline.path, 2, "run_2")
+    wait_until("epoch 2's first Spark job",
                lambda: client.status(started["id"])["spark_jobs"]["started"] > 0)  # fmt: skip
     delay = random.Random(11).uniform(0.0, 1.5)
     time.sleep(delay)  # the random moment itself, not a wait for something to happen
     state = client.status(started["id"])
     server.kill()
-    print(f"killed {delay:.2f} s after the first Spark job of epoch 3: {state['spark_jobs']}, "
+    print(f"killed {delay:.2f} s after the first Spark job of epoch 2: {state['spark_jobs']}, "
           f"request {state['status']}")  # fmt: skip
     with pytest.raises(ServeUnavailable):
         client.status(started["id"])
     server.start()
     with pytest.raises(ServeRefused, match="HTTP 404"):  # a new server: that request is gone
         client.status(started["id"])
-    client.process(pipeline.path, 3, "run_3")
-    commit_epoch(pipeline.rt, 3)
+    client.process(pipeline.path, 2, "run_2")
+    commit_epoch(pipeline.rt, 2)
 
     assert pipeline.epoch(client) is None  # nothing left
     assert_click_output_exact(pipeline.spec, CLICK_REFERENCE)  # and nothing left staged
     assert _records_read(pipeline) == CLICK_REFERENCE.records_read
     assert server.client().health()["epochs"]["succeeded"] == 1  # this server's own count
+    assert server.starts == 3
 
 
 @pytest.mark.slow
