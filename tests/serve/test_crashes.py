@@ -35,7 +35,9 @@ def _die_at_fault_point(server: Any, pipeline: Pipeline, epoch: int, marker: Pat
         client.process(pipeline.path, epoch, f"run_{epoch}")
     assert server.wait_exit() == -9 and marker.exists()
     [dead] = pipeline.rt.repo.attempts(epoch)
-    assert dead.status == AttemptStatus.STARTED  # nobody lived to record more
+    after_record = server.env.get("SLUICE_FAULT") == "process.after_attempt"
+    wanted = AttemptStatus.PREPARED if after_record else AttemptStatus.STARTED
+    assert dead.status == wanted  # nobody lived to record more
     server.start()  # same environment: the SLUICE_FAULT_ONCE marker keeps it quiet now
     retried = client.process(pipeline.path, epoch, f"run_{epoch}")
     assert retried["attempt"] != dead.attempt
