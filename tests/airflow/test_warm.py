@@ -171,3 +171,51 @@ def test_on_kill_cancels_the_served_attempt(
     assert isinstance(outcomes["retry"], AttemptCancelled), outcomes
     [record] = gated.rt.repo.attempts(1)
     assert record.status == AttemptStatus.FAILED
+
+
+def test_a_busy_server_makes_the_task_wait_not_fail(
+    serve_server: ServeProcess,
+    local_workspace: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a pipeline runs, one with other S3 settings is refused (one Spark context, one
+    s3a configuration: 409); its task waits and runs once the first ends."""
+    from sluice.airflow import operators
+    from sluice.protocol import commit_epoch, plan_epoch
+
+    from tests.serve.pipelines import gated_pipeline, write_spec
+    from tests.serve.test_server import wait_until
+
+    monkeypatch.setattr(operators, "BUSY_WAIT_S", 0.2)
+    conn = {"conn_type": "http", "host": "127.0.0.1", "port": serve_server.port,
+            "schema": "http", "password": serve_server.token}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_SLUICE_SERVE", json.dumps(conn))
+    client = serve_server.client()
+    gated, gate = gated_pipeline(tmp_path / "gated", name="gated_busy")
+    gate.close()
+    assert plan_epoch(gated.rt) is not None
+    held = client.start(gated.path, 1, "run_a")
+    wait_until("the first pipeline inside its Spark job", gate.entered.exists)
+
+    local_workspace.put_files(CLICK_FILES)
+    s3 = {"endpoint_url": "http://127.0.0.1:9", "region": "eu-west-1"}  # never used: local
+    other = write_spec(tmp_path / "other", click_spec_dict(local_workspace, "clicks_s3o", s3=s3))
+    assert plan_epoch(other.rt) is not None
+    task = operators.SluiceServedProcessOperator(task_id="process", spec_path=str(other.path),
+                                                 epoch="1", run_id="run_b")  # fmt: skip
+    outcome: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: outcome.update(result=_execute(task)))
+    thread.start()
+    refusal = "pipeline 'clicks_s3o': its S3 settings differ from those of the running pipeline"
+    wait_until("the server to refuse the second pipeline", lambda: refusal in serve_server.tail())
+    assert thread.is_alive() and task._request_id is None
+    assert "clicks_s3o" not in {a["pipeline"] for a in client.attempts()}
+
+    gate.open()
+    assert client.result(client.wait(held["id"]))["epoch"] == 1
+    thread.join(timeout=600)
+    assert isinstance(outcome["result"], dict), outcome
+    assert outcome["result"]["pipeline"] == "clicks_s3o"
+    commit_epoch(other.rt, 1)
+    assert_click_output_exact(other.spec, CLICK_REFERENCE)

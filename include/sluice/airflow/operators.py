@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,14 @@ from airflow.sdk import BaseOperator
 
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN, SluiceServeHook
 from sluice.jobs import RESULT_PREFIX
-from sluice.serve import PipelineBusy, ServeClient, ServeError
+from sluice.serve import PipelineBusy, ServeClient, ServeError, ServeRefused
 from sluice.spark import s3a_jars, submit_conf
 
 __all__ = ["SluiceProcessOperator", "SluiceServedProcessOperator", "process_env"]
 
+# How long the warm task waits before asking a busy server again (429, or 409 for another
+# pipeline's S3 settings).
+BUSY_WAIT_S = 5.0
 # Passed through to the Spark driver when set on the worker (fault injection, jar folder...).
 _PASSTHROUGH = ("SLUICE_FAULT", "SLUICE_FAULT_EPOCH", "SLUICE_FAULT_ONCE", "SLUICE_JARS_DIR")
 
@@ -107,8 +111,8 @@ class SluiceServedProcessOperator(BaseOperator):
         from sluice.spec import load_spec
 
         client = SluiceServeHook(self.serve_conn_id).get_conn()
-        connections = spec_connections(load_spec(self.spec_path))
-        started = self._start(client, connections)
+        spec = load_spec(self.spec_path)
+        started = self._start(client, spec.name, spec_connections(spec))
         self._client, self._request_id = client, str(started["id"])
         self.log.info("pipeline %s epoch %s: attempt request %s on %s", started["pipeline"],
                       started["epoch"], self._request_id, client.url)  # fmt: skip
@@ -118,20 +122,34 @@ class SluiceServedProcessOperator(BaseOperator):
         self.log.info("served in %.1f s by %s", status["seconds"], summary["spark_application_id"])
         return summary
 
-    def _start(self, client: ServeClient, connections: dict[str, str]) -> dict[str, Any]:
+    def _start(
+        self, client: ServeClient, pipeline: str, connections: dict[str, str]
+    ) -> dict[str, Any]:
         """Start the attempt. If an earlier try of this very task (same run, same epoch) left
-        one running on the server, follow it instead of failing on the 409."""
+        one running on the server, follow it instead of failing on the 409. While the server
+        is full (429) or another pipeline's S3 settings are in use (409), wait: a busy server
+        is no reason to fail the epoch (the task's timeout still applies)."""
         epoch = int(self.epoch)
-        try:
-            return client.start(self.spec_path, epoch, self.run_id, connections)
-        except PipelineBusy as busy:
-            running = busy.running
-            mine = running.get("epoch") == epoch and running.get("run_id") == self.run_id
-            if not mine or running.get("cancel_requested"):
-                raise
-            self.log.info("an earlier try's attempt request %s is still running: following it",
-                          running["id"])  # fmt: skip
-            return running
+        while True:
+            try:
+                return client.start(self.spec_path, epoch, self.run_id, connections)
+            except PipelineBusy as busy:
+                running = busy.running
+                if running.get("pipeline") != pipeline:
+                    self.log.info("waiting: %s", busy.message)
+                    time.sleep(BUSY_WAIT_S)
+                    continue
+                mine = running.get("epoch") == epoch and running.get("run_id") == self.run_id
+                if not mine or running.get("cancel_requested"):
+                    raise
+                self.log.info("an earlier try's attempt request %s is still running: "
+                              "following it", running["id"])  # fmt: skip
+                return running
+            except ServeRefused as refused:
+                if refused.status != 429:
+                    raise
+                self.log.info("waiting: %s", refused.message)
+                time.sleep(BUSY_WAIT_S)
 
     def on_kill(self) -> None:
         if self._client is None or self._request_id is None:
