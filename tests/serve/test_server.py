@@ -190,6 +190,10 @@ def test_only_specs_under_the_roots_are_served(
         assert r.status_code == 400 and field in r.json()["error"]
     with pytest.raises(ServeRefused, match="HTTP 404"):
         client.status("no-such-request")
+    for wait in ("nan", "inf", "soon"):
+        r = requests.get(f"{serve_server.url}/v1/attempts/x?wait={wait}", timeout=30,
+                         headers={"Authorization": f"Bearer {serve_server.token}"})  # fmt: skip
+        assert r.status_code == 400 and "wait=" in r.json()["error"], wait
     assert pipeline.rt.repo.store.list() == []  # nothing refused wrote anything
 
 

@@ -141,8 +141,10 @@ class ServeClient:
         found: list[dict[str, Any]] = self._call("GET", "/v1/attempts")["attempts"]
         return found
 
-    def health(self, gc: bool = False) -> dict[str, Any]:
-        return self._call("GET", "/v1/health" + ("?gc=1" if gc else ""))
+    def health(self, gc: bool = False, threads: bool = False) -> dict[str, Any]:
+        """``gc``: a full GC first (for a heap figure); ``threads``: the JVM's threads by name."""
+        query = "&".join(k for k, on in (("gc=1", gc), ("threads=1", threads)) if on)
+        return self._call("GET", "/v1/health" + (f"?{query}" if query else ""))
 
     # -- HTTP ---------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ POST    /v1/attempts                start an attempt: ``{spec, epoch, run_id, co
 GET     /v1/attempts/<id>?wait=S    its status (held up to S seconds while it runs)
 DELETE  /v1/attempts/<id>           cancel it (Spark job group); recorded FAILED
 GET     /v1/attempts                recent requests
-GET     /v1/health?gc=1             Spark app id, master, uptime, counts, driver heap
+GET     /v1/health?gc=1&threads=1   Spark app id, master, uptime, counts, driver heap
 GET     /livez                      ``ok`` without a token (for liveness probes)
 ======  ==========================  ==========================================================
 
@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import re
 import signal
 import ssl
 import threading
 import time
+from collections import Counter
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -118,12 +121,16 @@ class Handler(BaseHTTPRequestHandler):
         registry = self.server.registry
         assert registry is not None
         if path == "/v1/health" and method == "GET":
-            return 200, health(self.server, registry, gc=_flag(query, "gc"))
+            body = health(self.server, registry, gc=_flag(query, "gc"))
+            if _flag(query, "threads"):
+                body["jvm_thread_groups"] = jvm_thread_groups(registry)
+            return 200, body
         if path == ATTEMPTS and method == "GET":
             return 200, {"attempts": [a.to_dict() for a in registry.listing()]}
         if path == ATTEMPTS and method == "POST":
             return 202, self._start(registry)
         if path.startswith(ATTEMPTS + "/") and method in ("GET", "DELETE"):
+            wait = min(_number(query, "wait"), MAX_WAIT_S)
             attempt = registry.get(path[len(ATTEMPTS) + 1 :])
             if attempt is None:
                 raise HttpError(404, f"no attempt request {path[len(ATTEMPTS) + 1 :]!r} "
@@ -131,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 registry.cancel(attempt.id)
                 return (200 if attempt.status.done else 202), _status(registry, attempt)
-            attempt.done.wait(min(_number(query, "wait"), MAX_WAIT_S))
+            attempt.done.wait(wait)
             return 200, _status(registry, attempt)
         raise HttpError(404, f"no route {method} {path}")
 
@@ -189,7 +196,9 @@ def _number(query: dict[str, list[str]], name: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise HttpError(400, f"{name}={raw!r} is not a number of seconds") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise HttpError(400, f"{name}={raw!r} is not a number of seconds")
     return max(0.0, value)
 
 
@@ -228,6 +237,17 @@ def health(server: ServeHTTPServer, registry: AttemptRegistry, *, gc: bool) -> d
         "python_threads": threading.active_count(),
         "pipelines_dirs": [str(r) for r in server.roots.roots],
     }
+
+
+def jvm_thread_groups(registry: AttemptRegistry, top: int = 12) -> dict[str, int]:
+    """The driver JVM's threads by name, digits folded (``shuffle-exchange-N``): Spark's cached
+    pools grow with load and shrink after 60 s idle; ``Thread-N`` are mostly Py4J's."""
+    jvm: Any = registry.spark.sparkContext._jvm
+    infos = jvm.java.lang.management.ManagementFactory.getThreadMXBean().dumpAllThreads(
+        False, False
+    )
+    names = Counter(re.sub(r"[0-9]+", "N", str(info.getThreadName())) for info in infos)
+    return dict(names.most_common(top))
 
 
 def run(config: ServeConfig) -> int:
