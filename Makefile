@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars kafka-jars run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
@@ -21,6 +21,10 @@ help:
 	@echo "make chaos      the slow suites (every point of every crash matrix, the rest of the window matrix), then make soak"
 	@echo "make soak       SOAK_EPOCHS (300) qos-2 epochs under random crashes, races and S3 faults; prints duplicates and losses"
 	@echo "make sink-matrix  the whole qos crash matrix (sinks x qos x fault points), printed and saved"
+	@echo "make bench      Nexmark q0/q5/q7/q11, 10M events: Sluice qos 0/1/2 beside Spark Structured Streaming,"
+	@echo "                PyFlink and DuckDB, fixed cost per epoch, scaling (bench/results/latest.md + .png)"
+	@echo "make bench-quick  the same at smoke size (bench/results/quick.md, a few minutes)"
+	@echo "make flink-venv the benchmark's PyFlink in .cache/bench/flink-venv (apart from $(VENV))"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
@@ -85,6 +89,19 @@ soak: java-check $(INSTALLED) jars
 SINK_MATRIX_OUT ?= bench/results/sink-matrix.txt
 sink-matrix: java-check $(INSTALLED) jars postgres-check
 	SLUICE_MATRIX_OUT=$(SINK_MATRIX_OUT) $(BIN)/pytest tests/faults/test_sink_matrix.py
+
+# The Nexmark benchmark (bench/nexmark.py; never part of make test). BENCH_ARGS adds options,
+# e.g. BENCH_ARGS="--sections duckdb,sluice --events 2000000".
+BENCH_ARGS ?=
+bench: java-check $(INSTALLED) flink-venv
+	$(BIN)/python bench/nexmark.py $(BENCH_ARGS)
+
+bench-quick: java-check $(INSTALLED) flink-venv
+	$(BIN)/python bench/nexmark.py --quick $(BENCH_ARGS)
+
+# The benchmark's PyFlink peer runs in its own venv (apache-flink pins its own pyarrow/pandas).
+flink-venv:
+	scripts/flink-venv.sh
 
 airflow: java-check $(INSTALLED)
 	scripts/airflow-local.sh

@@ -36,6 +36,8 @@ LONGEST_FIRST = (
     "tests/faults/test_crash_matrix.py",  # ~200 s: 13 SIGKILLs, 4 of them in a new JVM
     "tests/keyed/test_keyed_crashes.py",
     "tests/airflow/test_warm.py",
+    "tests/stateless/test_stateless_pipelines.py",
+    "tests/stateless/test_stateless_crashes.py",  # a SIGKILL in a new JVM
     "tests/airflow/test_cluster.py",
     "tests/faults/test_races.py",
     "tests/protocol/test_retention.py",

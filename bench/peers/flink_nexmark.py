@@ -1,21 +1,22 @@
 """Nexmark q0 / q5 / q7 / q11 on Apache Flink (PyFlink, Flink SQL window TVFs): the peer that
-``make bench`` compares Sluice with.
+``bench/nexmark.py --sections flink`` compares Sluice with.
 
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py \\
         --input DIR --format jsonl|parquet --query q0|q5|q7|q11 --out OUTDIR --checkpoints CKDIR \\
-        [--parallelism 2] [--checkpoint-interval 10s] [--source ordered|sql]
+        [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
+    .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py --self-check
 
-``DIR`` holds the bid files ``sluice.nexmark.write_files(..., split_by_kind=True)`` writes
-(``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too). The
-venv needs ``apache-flink==2.3.0`` (Java 17). Jars Flink does not ship are fetched with Maven
-into ``.cache/bench/flink-jars`` on first use: ``flink-sql-parquet`` and the Hadoop client it
-needs (the output is always Parquet, so JSON runs need them too), and a two-class jar compiled
-here with ``javac`` (below).
+``scripts/flink-venv.sh`` makes the venv (``apache-flink==2.3.0``, Java 17) and puts the jars
+Flink does not ship into PyFlink's ``lib/``: ``flink-sql-parquet`` with the Hadoop client it
+needs (the output is always Parquet, so JSON runs need them too) and ``sluice-bench-flink.jar``
+(``bench/peers/java``). ``DIR`` holds the bid files ``sluice.nexmark.write_files`` writes
+(``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too).
 
 The job: STREAMING mode on a local MiniCluster (one TaskManager, ``--parallelism`` slots),
 EXACTLY_ONCE checkpoints every ``--checkpoint-interval`` to ``file://CKDIR``, a bounded file
-source, rowtime ``ts = CAST(date_time AS TIMESTAMP_LTZ(3))`` with watermark
-``ts - INTERVAL '0' SECOND``, ``table.local-time-zone = UTC``:
+source, watermark = the rowtime less one unit (no other out-of-orderness: each source subtask
+reads its files in event order, see ``OrderedSplitAssigner.java``), ``table.local-time-zone =
+UTC``:
 
 * q0 pass-through: event_id, auction, bidder, price, channel, url, date_time, extra;
 * q5 first stage: HOP 10 s every 2 s per auction: auction, window_start, window_end, bids;
@@ -25,121 +26,46 @@ source, rowtime ``ts = CAST(date_time AS TIMESTAMP_LTZ(3))`` with watermark
 Every window closes at the end of the input (Flink's final MAX_WATERMARK), so the output has
 windows that a streaming run would still hold open: compare on ``window_end <= max(date_time)``.
 
+Time: the bids' ``date_time`` has microseconds (a bid every 100 µs), Flink's event time is
+milliseconds. q5/q7 use the millisecond rowtime: their windows start on whole seconds, so the
+window a bid falls in is the same for its time and its time truncated to the millisecond. A
+session's bounds and whether two bids are less than the gap apart are not: q11 runs its session
+windows on a microsecond clock (the rowtime's "milliseconds" are the bid's epoch microseconds,
+``MICROS_AS_MILLIS``, and the gap is 1000 times 10 s on it) and takes the bounds from the bids
+themselves (first bid, last bid + 10 s). Every output is exact to the microsecond.
+
 Output: Parquet files ``OUTDIR/part-*.parquet`` (``.parquet`` appended after the job), timestamps
-as INT64 microseconds without a zone, in UTC (DuckDB reads ``TIMESTAMP``). Flink's event time is
-milliseconds: window bounds are whole milliseconds, and q11's sessions are built from times
-truncated to the millisecond (q0's ``date_time`` keeps its microseconds).
+as INT64 microseconds without a zone, in UTC (DuckDB reads ``TIMESTAMP``). The file sink
+commits its files on checkpoints (two-phase: a file is visible once the checkpoint that
+covers it completes). Checkpoints seen in a job with Flink 2.3: one as soon as every task
+runs, one every interval, and one that Flink triggers when the sinks have finished (the final
+commit; the job does not wait for the next interval). Failed ones are Flink's own races at
+the edges: a trigger before every task runs, a periodic one declined by tasks that are
+closing; ``checkpoint_failures`` lists those Flink records with a reason.
 
-Source (``--source``):
-
-* ``ordered`` (default): Flink's ``FileSource`` with the same formats the ``filesystem`` SQL
-  connector uses (``JsonRowDataDeserializationSchema`` / ``ParquetColumnarRowInputFormat``,
-  only the query's columns), and a split assigner that hands out the files in name (= event)
-  order. The watermark is generated per source subtask, so each subtask must read its files in
-  time order, or with out-of-orderness 0 whole files arrive behind the watermark and are dropped.
-* ``sql``: the stock ``filesystem`` connector (``CREATE TABLE ... WITH ('connector' =
-  'filesystem')``). Its ``LocalityAwareSplitAssigner`` keeps the splits in a ``HashSet``, so the
-  files go out in arbitrary order and late records are silently dropped: on 1M events q7 counted
-  488,701 of 920,000 bids. Kept to show that, not for the benchmark.
-
-The last line printed is ``FLINK_RESULT {json}``: query, format, source, events (records the
-source emitted, from the job's I/O metrics), rows_out, seconds (submit to finished),
-startup_seconds (JVM, MiniCluster and table environment), checkpoints_completed /
-checkpoints_failed (the job's checkpoint statistics), parallelism, flink_version. The MiniCluster
-is started here rather than per job so that the finished job's statistics are still there.
+The last line printed is ``FLINK_RESULT {json}``: query, format, events (records the source
+emitted, from the job's I/O metrics), rows_out, output_glob, seconds (job submitted to
+finished), startup_seconds (process start to job submitted: JVM, MiniCluster, table
+environment, and plan_seconds, SQL to submitted job graph), checkpoints_completed /
+checkpoints_failed, the completed ones' total duration and the failures' reasons (the job's
+checkpoint statistics), parallelism, flink_version. The MiniCluster is started here rather than
+per job so that the finished job's statistics are still there to read. Flink's own log goes to
+``--log-dir`` (default ``OUTDIR/../flink-log``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 START = time.perf_counter()
-
-ROOT = Path(__file__).resolve().parents[2]
-JARS = ROOT / ".cache" / "bench" / "flink-jars"
-FLINK_VERSION = "2.3.0"
-MAVEN_JARS = {
-    f"flink-sql-parquet-{FLINK_VERSION}.jar": f"org.apache.flink:flink-sql-parquet:{FLINK_VERSION}",
-    # flink-sql-parquet calls Hadoop's Configuration and does not bundle it.
-    "hadoop-client-api-3.3.6.jar": "org.apache.hadoop:hadoop-client-api:3.3.6",
-    "hadoop-client-runtime-3.3.6.jar": "org.apache.hadoop:hadoop-client-runtime:3.3.6",
-}
-ASSIGNER_JAR = "sluice-bench-ordered-split-assigner-1.jar"
-ASSIGNER_PACKAGE = "sluice.bench"
-
-# FileSplitAssigner.Provider must be a serialisable Java object: py4j cannot make one.
-ASSIGNER_SOURCES = {
-    "OrderedSplitAssigner.java": """
-package sluice.bench;
-
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.Collection;
-import java.util.Comparator;
-import java.util.List;
-import java.util.Optional;
-import org.apache.flink.connector.file.src.FileSourceSplit;
-import org.apache.flink.connector.file.src.assigners.FileSplitAssigner;
-
-/** Hands out splits first in, first out, in (path, offset) order, whichever reader asks. */
-public final class OrderedSplitAssigner implements FileSplitAssigner {
-    private static final Comparator<FileSourceSplit> ORDER =
-            Comparator.comparing((FileSourceSplit s) -> s.path().toString())
-                    .thenComparingLong(FileSourceSplit::offset);
-
-    private final ArrayDeque<FileSourceSplit> splits = new ArrayDeque<>();
-
-    public OrderedSplitAssigner(Collection<FileSourceSplit> splits) {
-        addSplits(splits);
-    }
-
-    @Override
-    public Optional<FileSourceSplit> getNext(String hostname) {
-        return Optional.ofNullable(splits.pollFirst());
-    }
-
-    @Override
-    public void addSplits(Collection<FileSourceSplit> more) {
-        List<FileSourceSplit> all = new ArrayList<>(splits);
-        all.addAll(more);
-        all.sort(ORDER);
-        splits.clear();
-        splits.addAll(all);
-    }
-
-    @Override
-    public Collection<FileSourceSplit> remainingSplits() {
-        return new ArrayList<>(splits);
-    }
-}
-""",
-    "OrderedSplitAssignerProvider.java": """
-package sluice.bench;
-
-import java.util.Collection;
-import org.apache.flink.connector.file.src.FileSourceSplit;
-import org.apache.flink.connector.file.src.assigners.FileSplitAssigner;
-
-/** Creates an {@link OrderedSplitAssigner}. */
-public final class OrderedSplitAssignerProvider implements FileSplitAssigner.Provider {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public FileSplitAssigner create(Collection<FileSourceSplit> splits) {
-        return new OrderedSplitAssigner(splits);
-    }
-}
-""",
-}
 
 BID_COLUMNS = {
     "event_id": "BIGINT",
@@ -151,14 +77,28 @@ BID_COLUMNS = {
     "date_time": "TIMESTAMP_LTZ(6)",
     "extra": "STRING",
 }
+# Flink truncates TIMESTAMP_LTZ(6) to (3) (the millisecond a bid falls in, never the next).
+MILLIS_ROWTIME = "CAST(date_time AS TIMESTAMP_LTZ(3))"
+# The microsecond clock: one microsecond of the bid's time is one millisecond of event time.
+MICROS_ROWTIME = "MICROS_AS_MILLIS(date_time)"
+# A watermark W says no record with ts <= W follows. Each source subtask reads its bids in
+# time order, but several bids share a millisecond: W = ts would make the rest of the
+# millisecond late whenever the periodic watermark falls between them, and a window ending
+# on the next millisecond drops them (seen: 9 bids of one q7 window at 10M events, 2 runs in
+# 8). W = ts - 1 ms is exact (Flink's own BoundedOutOfOrderness subtracts 1 ms the same way);
+# on q11's microsecond clock it is ts - 1 µs.
+WATERMARK = "ts - INTERVAL '0.001' SECOND"
+UTC = "CAST({} AS TIMESTAMP(6))"  # table.local-time-zone is UTC
+SESSION_END = "MAX(date_time) + INTERVAL '10' SECOND"
 
 
 @dataclass(frozen=True)
 class Query:
-    """One query: the bid columns it reads, its SELECT over view ``bid`` (with rowtime ``ts``)
+    """One query: the bid columns it reads, its rowtime ``ts``, its SELECT over view ``bid``
     and the sink's columns."""
 
     reads: tuple[str, ...]
+    rowtime: str
     select: str
     sink_columns: str
 
@@ -166,14 +106,16 @@ class Query:
 QUERIES = {
     "q0": Query(
         reads=tuple(BID_COLUMNS),
+        rowtime=MILLIS_ROWTIME,
         select="SELECT event_id, auction, bidder, price, channel, url, "
-        "CAST(date_time AS TIMESTAMP(6)) AS date_time, extra FROM bid",
+        f"{UTC.format('date_time')}, extra FROM bid",
         sink_columns="event_id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT, "
         "channel STRING, url STRING, date_time TIMESTAMP(6), extra STRING",
     ),
     "q5": Query(
         reads=("auction", "date_time"),
-        select="SELECT auction, window_start, window_end, COUNT(*) AS bids FROM TABLE(HOP("
+        rowtime=MILLIS_ROWTIME,
+        select="SELECT auction, window_start, window_end, COUNT(*) FROM TABLE(HOP("
         "TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '10' SECOND)) "
         "GROUP BY auction, window_start, window_end",
         sink_columns="auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), "
@@ -181,7 +123,8 @@ QUERIES = {
     ),
     "q7": Query(
         reads=("price", "date_time"),
-        select="SELECT window_start, window_end, MAX(price) AS max_price, COUNT(*) AS bids "
+        rowtime=MILLIS_ROWTIME,
+        select="SELECT window_start, window_end, MAX(price), COUNT(*) "
         "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
         "GROUP BY window_start, window_end",
         sink_columns="window_start TIMESTAMP(3), window_end TIMESTAMP(3), max_price BIGINT, "
@@ -189,15 +132,17 @@ QUERIES = {
     ),
     "q11": Query(
         reads=("bidder", "date_time"),
-        select="SELECT bidder, window_start, window_end, COUNT(*) AS bid_count FROM TABLE("
-        "SESSION(TABLE bid PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+        rowtime=MICROS_ROWTIME,
+        # INTERVAL '10000' SECOND is 10 s on the microsecond clock. window_start/_end are on
+        # that clock, so the bounds written are the first bid and the last bid + 10 s.
+        select=f"SELECT bidder, {UTC.format('MIN(date_time)')}, {UTC.format(SESSION_END)}, "
+        "COUNT(*) FROM TABLE("
+        "SESSION(TABLE bid PARTITION BY bidder, DESCRIPTOR(ts), INTERVAL '10000' SECOND(5))) "
         "GROUP BY bidder, window_start, window_end",
-        sink_columns="bidder BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), "
+        sink_columns="bidder BIGINT, window_start TIMESTAMP(6), window_end TIMESTAMP(6), "
         "bid_count BIGINT",
     ),
 }
-ROWTIME = "CAST(date_time AS TIMESTAMP_LTZ(3))"
-WATERMARK = "ts - INTERVAL '0' SECOND"
 PARQUET_SINK_OPTIONS = {
     "parquet.write.int64.timestamp": "true",  # not INT96
     "parquet.timestamp.time.unit": "micros",
@@ -214,7 +159,7 @@ class Args:
     checkpoints: Path
     parallelism: int
     checkpoint_interval: str
-    source: str
+    log_dir: Path
 
 
 @dataclass(frozen=True)
@@ -223,30 +168,41 @@ class Result:
 
     query: str
     format: str
-    source: str
     events: int | None
     rows_out: int
+    output_glob: str
     seconds: float
     startup_seconds: float
+    plan_seconds: float
     checkpoints_completed: int
     checkpoints_failed: int
+    checkpoint_seconds: float
+    checkpoint_failures: list[str]
     checkpoint_interval: str
     parallelism: int
     job_status: str
     flink_version: str
 
 
-def parse_args(argv: list[str] | None = None) -> Args:
+def parse_args(argv: list[str] | None = None) -> Args | None:
+    """The job's arguments, or None for ``--self-check``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--input", type=Path, required=True, help="folder of bid files")
-    parser.add_argument("--format", choices=["jsonl", "parquet"], required=True)
-    parser.add_argument("--query", choices=sorted(QUERIES), required=True)
-    parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
-    parser.add_argument("--checkpoints", type=Path, required=True, help="checkpoint folder")
+    parser.add_argument("--self-check", action="store_true", help="check the install and exit")
+    parser.add_argument("--input", type=Path, help="folder of bid files")
+    parser.add_argument("--format", choices=["jsonl", "parquet"])
+    parser.add_argument("--query", choices=sorted(QUERIES))
+    parser.add_argument("--out", type=Path, help="output folder (new or empty)")
+    parser.add_argument("--checkpoints", type=Path, help="checkpoint folder")
     parser.add_argument("--parallelism", type=int, default=2)
     parser.add_argument("--checkpoint-interval", default="10s")
-    parser.add_argument("--source", choices=["ordered", "sql"], default="ordered")
+    parser.add_argument("--log-dir", type=Path, help="Flink's log (default: OUTDIR/../flink-log)")
     ns = parser.parse_args(argv)
+    if ns.self_check:
+        return None
+    missing = [f"--{k}" for k in ("input", "format", "query", "out", "checkpoints")
+               if getattr(ns, k) is None]  # fmt: skip
+    if missing:
+        parser.error(f"missing {', '.join(missing)}")
     bid = ns.input / "bid"
     return Args(
         input=(bid if bid.is_dir() else ns.input).resolve(),
@@ -256,50 +212,23 @@ def parse_args(argv: list[str] | None = None) -> Args:
         checkpoints=ns.checkpoints.resolve(),
         parallelism=ns.parallelism,
         checkpoint_interval=ns.checkpoint_interval,
-        source=ns.source,
+        log_dir=(ns.log_dir or ns.out.parent / "flink-log").resolve(),
     )
 
 
-# -- jars -----------------------------------------------------------------------------------
-
-
-def pyflink_lib() -> Path:
+def check_installed() -> None:
+    """scripts/flink-venv.sh puts the jars into PyFlink's lib/, on the JVM's classpath."""
     import pyflink
 
-    return Path(pyflink.__file__).parent / "lib"
+    lib = Path(pyflink.__file__).parent / "lib"
+    if not (lib / "sluice-bench-flink.jar").exists():
+        sys.exit(f"no sluice-bench-flink.jar in {lib}: run scripts/flink-venv.sh")
 
 
-def ensure_jars() -> list[Path]:
-    """The jars the job needs beyond PyFlink's own, fetched or built once into ``JARS``."""
-    JARS.mkdir(parents=True, exist_ok=True)
-    for name, artifact in MAVEN_JARS.items():
-        if not (JARS / name).exists():
-            subprocess.run(
-                ["mvn", "-q", "dependency:copy", f"-Dartifact={artifact}",
-                 f"-DoutputDirectory={JARS}"],
-                check=True,
-            )  # fmt: skip
-    if not (JARS / ASSIGNER_JAR).exists():
-        build_assigner_jar(JARS / ASSIGNER_JAR)
-    return [JARS / name for name in [*MAVEN_JARS, ASSIGNER_JAR]]
+def jvm() -> Any:
+    from pyflink.java_gateway import get_gateway
 
-
-def build_assigner_jar(jar: Path) -> None:
-    """Compile ``ASSIGNER_SOURCES`` against PyFlink's jars."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src, classes = Path(tmp, "src"), Path(tmp, "classes")
-        src.mkdir()
-        for name, text in ASSIGNER_SOURCES.items():
-            (src / name).write_text(text)
-        classpath = str(pyflink_lib() / "*")
-        subprocess.run(
-            ["javac", "--release", "17", "-cp", classpath, "-d", str(classes),
-             *map(str, sorted(src.glob("*.java")))],
-            check=True,
-        )  # fmt: skip
-        partial = jar.with_suffix(".tmp")
-        subprocess.run(["jar", "cf", str(partial), "-C", str(classes), "."], check=True)
-        partial.rename(jar)
+    return get_gateway().jvm
 
 
 # -- the job --------------------------------------------------------------------------------
@@ -307,13 +236,10 @@ def build_assigner_jar(jar: Path) -> None:
 
 def start_mini_cluster(parallelism: int) -> Any:
     """A MiniCluster with one TaskManager of ``parallelism`` slots, REST on a free port."""
-    from pyflink.java_gateway import get_gateway
-
-    jvm = get_gateway().jvm
-    conf = jvm.org.apache.flink.configuration.Configuration()
+    conf = jvm().org.apache.flink.configuration.Configuration()
     conf.setString("rest.bind-port", "0")
     conf.setString("rest.address", "localhost")
-    mini = jvm.org.apache.flink.runtime.minicluster
+    mini = jvm().org.apache.flink.runtime.minicluster
     cluster = mini.MiniCluster(
         mini.MiniClusterConfiguration.Builder()
         .setConfiguration(conf)
@@ -325,16 +251,14 @@ def start_mini_cluster(parallelism: int) -> Any:
     return cluster
 
 
-def environments(args: Args, cluster: Any, jars: list[Path]) -> tuple[Any, Any]:
-    """The stream and table environments (STREAMING) that submit to ``cluster``, with the
-    checkpointing."""
+def environments(args: Args, cluster: Any) -> tuple[Any, Any]:
+    """The stream and table environments (STREAMING) that submit to ``cluster``, with
+    exactly-once checkpoints to ``args.checkpoints``."""
     from pyflink.datastream import StreamExecutionEnvironment
-    from pyflink.java_gateway import get_gateway
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
-    jvm = get_gateway().jvm
     rest = cluster.getRestAddress().get()
-    conf = jvm.org.apache.flink.configuration.Configuration()
+    conf = jvm().org.apache.flink.configuration.Configuration()
     for key, value in {
         "execution.target": "remote",
         "rest.address": rest.getHost(),
@@ -345,81 +269,72 @@ def environments(args: Args, cluster: Any, jars: list[Path]) -> tuple[Any, Any]:
         "execution.checkpointing.mode": "EXACTLY_ONCE",
         "execution.checkpointing.storage": "filesystem",
         "execution.checkpointing.dir": args.checkpoints.as_uri(),
+        # A failed job fails the run (with checkpoints on, Flink would restart it forever).
+        "restart-strategy.type": "none",
     }.items():
         conf.setString(key, value)
     # get_execution_environment() would make a LocalStreamEnvironment, which forces
-    # execution.target = local (a new MiniCluster per job).
+    # execution.target = local (a new MiniCluster per job, gone with the job's statistics).
     env = StreamExecutionEnvironment(
-        jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(conf)
+        jvm().org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(conf)
     )
-    env.add_jars(*(jar.as_uri() for jar in jars))
     t_env = StreamTableEnvironment.create(env, EnvironmentSettings.in_streaming_mode())
     t_env.get_config().set("table.local-time-zone", "UTC")
+    t_env.create_java_temporary_system_function("MICROS_AS_MILLIS", "sluice.bench.MicrosAsMillis")
     return env, t_env
 
 
-def register_bid_view(env: Any, t_env: Any, args: Args, columns: tuple[str, ...]) -> None:
-    """View ``bid``: ``columns`` and the rowtime ``ts`` with its watermark."""
-    if args.source == "sql":
-        t_env.execute_sql(filesystem_table_ddl(args))
-        return
+def register_bid_view(env: Any, t_env: Any, args: Args, query: Query) -> None:
+    """View ``bid``: the columns ``query`` reads and the rowtime ``ts`` with its watermark."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors import Source
     from pyflink.table import Schema
 
-    source = Source(ordered_file_source(args, columns))
+    source = Source(ordered_file_source(args, query.reads))
+    # The table schema below generates the watermark (right after the source, per subtask).
     data = env.from_source(source, WatermarkStrategy.no_watermarks(), "bid")
     schema = (
         Schema.new_builder()
-        .column_by_expression("ts", ROWTIME)
+        .column_by_expression("ts", query.rowtime)
         .watermark("ts", WATERMARK)
         .build()
     )
     t_env.create_temporary_view("bid", t_env.from_data_stream(data, schema))
 
 
-def filesystem_table_ddl(args: Args) -> str:
-    columns = ", ".join(f"{name} {kind}" for name, kind in BID_COLUMNS.items())
-    options = {"connector": "filesystem", "path": args.input.as_uri()}
-    if args.format == "jsonl":
-        options |= {"format": "json", "json.timestamp-format.standard": "ISO-8601"}
-    else:
-        options |= {"format": "parquet", "parquet.utc-timezone": "true"}
-    return (
-        f"CREATE TEMPORARY TABLE bid ({columns}, ts AS {ROWTIME}, "
-        f"WATERMARK FOR ts AS {WATERMARK}) WITH ({sql_options(options)})"
-    )
-
-
 def ordered_file_source(args: Args, columns: tuple[str, ...]) -> Any:
-    """A Java ``FileSource<RowData>`` over ``args.input`` reading ``columns``, files in order."""
-    from pyflink.java_gateway import get_gateway
+    """A Java ``FileSource<RowData>`` over ``args.input`` reading ``columns``, with the formats
+    the ``filesystem`` SQL connector uses and the splits handed out in file name order.
 
-    jvm = get_gateway().jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    Not the ``filesystem`` connector itself: its split assigner keeps the splits in a HashSet,
+    so a subtask reads the files in any order and, with a watermark that trusts the order,
+    silently drops every bid of a file that comes after a later one."""
+    flink = jvm().org.apache.flink
+    loader = jvm().java.lang.Thread.currentThread().getContextClassLoader()
     row = ", ".join(f"{name} {BID_COLUMNS[name]}" for name in columns)
-    row_type = jvm.org.apache.flink.table.types.logical.utils.LogicalTypeParser.parse(
-        f"ROW<{row}>", loader
+    row_type = flink.table.types.logical.utils.LogicalTypeParser.parse(f"ROW<{row}>", loader)
+    paths = gateway_array(flink.core.fs.Path, [flink.core.fs.Path(args.input.as_uri())])
+    source = flink.connector.file.src.FileSource.forBulkFileFormat(
+        bulk_format(args.format, row_type), paths
     )
-    type_info = jvm.org.apache.flink.table.runtime.typeutils.InternalTypeInfo.of(row_type)
-    if args.format == "jsonl":
-        json_schema = jvm.org.apache.flink.formats.json.JsonRowDataDeserializationSchema(
-            row_type, type_info, False, False, jvm.org.apache.flink.formats.common.TimestampFormat.ISO_8601
+    return source.setSplitAssigner(jvm().sluice.bench.OrderedSplitAssignerProvider()).build()
+
+
+def bulk_format(fmt: str, row_type: Any) -> Any:
+    """The reader of one file of ``fmt`` as rows of ``row_type`` (Flink's internal RowData)."""
+    flink = jvm().org.apache.flink
+    type_info = flink.table.runtime.typeutils.InternalTypeInfo.of(row_type)
+    if fmt == "jsonl":
+        iso_8601 = flink.formats.common.TimestampFormat.ISO_8601  # "...T00:00:00.000400Z"
+        # Row type, type info, fail on missing field, ignore parse errors, timestamp format.
+        json_rows = flink.formats.json.JsonRowDataDeserializationSchema(
+            row_type, type_info, False, False, iso_8601
         )
-        bulk_format = jvm.org.apache.flink.connector.file.table.DeserializationSchemaAdapter(
-            json_schema
-        )
-    else:
-        bulk_format = jvm.org.apache.flink.formats.parquet.ParquetColumnarRowInputFormat(
-            jvm.org.apache.hadoop.conf.Configuration(), row_type, type_info, 2048, True, True
-        )
-    path = jvm.org.apache.flink.core.fs.Path(args.input.as_uri())
-    paths = gateway_array(jvm.org.apache.flink.core.fs.Path, [path])
-    provider = getattr(jvm, ASSIGNER_PACKAGE).OrderedSplitAssignerProvider()
-    builder = jvm.org.apache.flink.connector.file.src.FileSource.forBulkFileFormat(
-        bulk_format, paths
+        return flink.connector.file.table.DeserializationSchemaAdapter(json_rows)
+    # Hadoop conf, row type, type info, batch size, UTC timestamps, case-sensitive names.
+    return flink.formats.parquet.ParquetColumnarRowInputFormat(
+        jvm().org.apache.hadoop.conf.Configuration(), row_type, type_info, 2048, True, True
     )
-    return builder.setSplitAssigner(provider).build()
 
 
 def gateway_array(java_class: Any, items: list[Any]) -> Any:
@@ -443,13 +358,21 @@ def register_sink(t_env: Any, args: Args, query: Query) -> None:
     )
 
 
-def run_job(t_env: Any, query: Query) -> tuple[Any, float]:
-    """Submit ``INSERT INTO sink <select>`` and wait: the job id and the seconds it took."""
+@dataclass(frozen=True)
+class Timing:
+    plan_seconds: float  # SQL to job graph, submitted (execute_sql returns once it is)
+    submitted: float  # perf_counter() then
+    seconds: float  # submitted to finished
+
+
+def run_job(t_env: Any, query: Query) -> tuple[Any, Timing]:
+    """Submit ``INSERT INTO sink <select>`` and wait for the job to finish."""
     began = time.perf_counter()
     result = t_env.execute_sql(f"INSERT INTO sink {query.select}")
+    submitted = time.perf_counter()
     job_id = result.get_job_client().get_job_id()
     result.wait()
-    return job_id, time.perf_counter() - began
+    return job_id, Timing(submitted - began, submitted, time.perf_counter() - submitted)
 
 
 # -- after the job --------------------------------------------------------------------------
@@ -461,34 +384,54 @@ class JobStats:
     events: int | None
     checkpoints_completed: int
     checkpoints_failed: int
+    checkpoint_seconds: float
+    checkpoint_failures: list[str]
 
 
 def job_stats(cluster: Any, job_id: Any) -> JobStats:
     """From the finished job's archived execution graph: its status, the records the source
-    vertex emitted (its ``numRecordsIn``, which Flink counts for sources) and checkpoints."""
-    graph = cluster.getArchivedExecutionGraph(job_id._j_job_id).get()  # noqa: SLF001
-    counts = graph.getCheckpointStatsSnapshot().getCounts()
-    it = graph.getCheckpointStatsSnapshot().getHistory().getCheckpoints().iterator()
-    while it.hasNext():
-        c = it.next()
-        print("DEBUG", c.getCheckpointId(), c.getStatus().toString(), c.getTriggerTimestamp(), c.getEndToEndDuration(), c.getNumberOfAcknowledgedSubtasks(), c.getNumberOfSubtasks(), (c.getFailureMessage() if c.getStatus().toString() == "FAILED" else ""))
-    source = graph.getVerticesTopologically().iterator().next()
-    events = None
-    if source.getName().startswith("Source"):
-        events = sum(
-            vertex.getCurrentExecutionAttempt().getIOMetrics().getNumRecordsIn()
-            for vertex in source.getTaskVertices()
-        )
+    vertex emitted and its checkpoint statistics."""
+    graph = cluster.getArchivedExecutionGraph(job_id._j_job_id).get()
+    checkpoints = graph.getCheckpointStatsSnapshot()
+    counts = checkpoints.getCounts()
     return JobStats(
         status=str(graph.getState().toString()),
-        events=events,
+        events=source_records(graph),
         checkpoints_completed=counts.getNumberOfCompletedCheckpoints(),
         checkpoints_failed=counts.getNumberOfFailedCheckpoints(),
+        **checkpoint_history(checkpoints),
     )
 
 
+def source_records(graph: Any) -> int | None:
+    """The records the first vertex, when it is the source, read: Flink counts what a source
+    emits as its task's records in (the task's records out are its chain's last operator's)."""
+    source = graph.getVerticesTopologically().iterator().next()
+    if not source.getName().startswith("Source"):
+        return None
+    return sum(
+        vertex.getCurrentExecutionAttempt().getIOMetrics().getNumRecordsIn()
+        for vertex in source.getTaskVertices()
+    )
+
+
+def checkpoint_history(checkpoints: Any) -> dict[str, Any]:
+    """The completed checkpoints' end-to-end durations added up, and why any failed."""
+    total_ms, failures = 0, []
+    history = checkpoints.getHistory().getCheckpoints().iterator()
+    while history.hasNext():
+        checkpoint = history.next()
+        status = checkpoint.getStatus().toString()
+        if status == "COMPLETED":
+            total_ms += checkpoint.getEndToEndDuration()
+        elif status == "FAILED":
+            failures.append(f"{checkpoint.getCheckpointId()}: {checkpoint.getFailureMessage()}")
+    return {"checkpoint_seconds": total_ms / 1000, "checkpoint_failures": failures}
+
+
 def name_parts(out: Path) -> list[Path]:
-    """Give Flink's committed part files (``part-<uuid>-<subtask>-<n>``) a ``.parquet``."""
+    """Give Flink's committed part files (``part-<uuid>-<subtask>-<n>``) a ``.parquet``; its
+    in-progress files are hidden (``.part-...``) and none are left after a finished job."""
     parts = []
     for part in sorted(out.glob("part-*")):
         if re.fullmatch(r"part-[0-9a-f-]+-\d+-\d+", part.name):
@@ -503,19 +446,19 @@ def count_rows(parts: list[Path]) -> int:
     return sum(pq.ParquetFile(part).metadata.num_rows for part in parts)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args: Args) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"--out {args.out} is not empty")
     query = QUERIES[args.query]
-    jars = ensure_jars()
+    # Read when PyFlink starts its JVM; by default the log would go into the venv, one file
+    # that every run overwrites.
+    os.environ.setdefault("FLINK_LOG_DIR", str(args.log_dir))
     cluster = start_mini_cluster(args.parallelism)
     try:
-        env, t_env = environments(args, cluster, jars)
-        register_bid_view(env, t_env, args, query.reads)
+        env, t_env = environments(args, cluster)
+        register_bid_view(env, t_env, args, query)
         register_sink(t_env, args, query)
-        startup = time.perf_counter() - START
-        job_id, seconds = run_job(t_env, query)
+        job_id, timing = run_job(t_env, query)
         stats = job_stats(cluster, job_id)
     finally:
         cluster.close()
@@ -524,13 +467,16 @@ def main(argv: list[str] | None = None) -> int:
     result = Result(
         query=args.query,
         format=args.format,
-        source=args.source,
         events=stats.events,
         rows_out=count_rows(name_parts(args.out)),
-        seconds=round(seconds, 3),
-        startup_seconds=round(startup, 3),
+        output_glob=str(args.out / "*.parquet"),
+        seconds=round(timing.seconds, 3),
+        startup_seconds=round(timing.submitted - START, 3),
+        plan_seconds=round(timing.plan_seconds, 3),
         checkpoints_completed=stats.checkpoints_completed,
         checkpoints_failed=stats.checkpoints_failed,
+        checkpoint_seconds=stats.checkpoint_seconds,
+        checkpoint_failures=stats.checkpoint_failures,
         checkpoint_interval=args.checkpoint_interval,
         parallelism=args.parallelism,
         job_status=stats.status,
@@ -538,6 +484,37 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("FLINK_RESULT " + json.dumps(asdict(result)), flush=True)
     return 0 if stats.status == "FINISHED" else 1
+
+
+def self_check() -> int:
+    """The JVM starts, loads the jars' classes, and MICROS_AS_MILLIS scales time by 1000."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+    t_env.get_config().set("table.local-time-zone", "UTC")
+    loader = jvm().java.lang.Thread.currentThread().getContextClassLoader()
+    for name in ("org.apache.flink.formats.parquet.ParquetColumnarRowInputFormat",
+                 "org.apache.hadoop.conf.Configuration",
+                 "sluice.bench.OrderedSplitAssignerProvider"):  # fmt: skip
+        jvm().java.lang.Class.forName(name, True, loader)
+    t_env.create_java_temporary_system_function("MICROS_AS_MILLIS", "sluice.bench.MicrosAsMillis")
+    # One microsecond apart in the bids' time is one millisecond apart in event time.
+    ltz = "CAST(TIMESTAMP '2026-01-01 00:00:00.{}' AS TIMESTAMP_LTZ(6))"
+    scaled = [f"MICROS_AS_MILLIS({ltz.format(f)})" for f in ("123456", "123457")]
+    same = t_env.sql_query(
+        f"SELECT {scaled[0]} + INTERVAL '0.001' SECOND = {scaled[1]}, {scaled[0]} = {scaled[1]}"
+    ).to_pandas()
+    if same.values.tolist() != [[True, False]]:
+        print(f"self-check: MICROS_AS_MILLIS is wrong: {same.values.tolist()}", file=sys.stderr)
+        return 1
+    print("self-check: ok", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_installed()
+    return self_check() if args is None else run(args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""What every operator (windows, keyed process functions) gives the protocol for one epoch.
+"""What every operator (windows, keyed process functions, stateless) gives the protocol for
+one epoch.
 
 The process step (:mod:`sluice.protocol.process`) reads the planned records and the state
 ``S_k``, asks the pipeline's operator for an :class:`EpochOutput`, writes its ``state`` as
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
     from sluice.spec.model import PipelineSpec
 
-__all__ = ["EpochOutput", "align_state", "compute_output", "state_columns"]
+__all__ = ["EpochOutput", "align_state", "compute_output", "no_late_rows", "state_columns"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,10 @@ class EpochOutput:
 
 
 def state_columns(spec: PipelineSpec) -> list[str]:
-    """The columns of a state snapshot row of ``spec``'s operator, in order."""
+    """The columns of a state snapshot row of ``spec``'s operator, in order (a stateless
+    pipeline has none)."""
+    if spec.stateless:
+        return []
     if spec.process is not None:
         from sluice.keyed.operator import state_columns as keyed_columns
 
@@ -65,6 +69,8 @@ def align_state(
     from pyspark.sql import functions as F
 
     empty: dict[str, Any] = {}
+    if spec.stateless:  # its plans carry none (a stateful one's is dropped on the switch)
+        return frame
     if spec.process is not None:
         from sluice.keyed.operator import stamp_types, state_types
         from sluice.keyed.runner import stamp_column, state_column
@@ -102,6 +108,12 @@ def compute_output(
     waiting: tuple[str, ...] = (),
 ) -> EpochOutput:
     """One epoch of ``spec``'s operator over ``records`` and the state ``S_k``."""
+    if spec.stateless:
+        from sluice.stateless import compute_stateless
+
+        return compute_stateless(
+            spark, records, spec, carried, epoch=epoch, source_uri=source_uri, waiting=waiting
+        )
     if spec.process is not None:
         from sluice.keyed.operator import compute_keyed
 
@@ -119,3 +131,21 @@ def compute_output(
     except BaseException:
         frames.release()
         raise
+
+
+def no_late_rows(records: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+    """The late sink's frame of an operator under which no record is late (a process function
+    sees every valid record; a stateless pipeline has no window to miss): empty, with the
+    late-records columns, so every sink keeps one schema. No Spark job runs for it."""
+    from pyspark.sql import functions as F
+
+    none = records.where(F.lit(False))
+    return none.select(
+        *[F.col(f"`{c}`") for c, _ in spec.source.schema],
+        F.lit(None).cast("timestamp").alias("window_start"),
+        F.lit(None).cast("timestamp").alias("window_end"),
+        F.lit(None).cast("timestamp").alias("watermark"),
+        F.col("_file").alias("source_file"),
+        F.col("_line").alias("source_line"),
+        F.lit(epoch).cast("long").alias("epoch"),
+    )

@@ -41,7 +41,9 @@ def describe_spec(spec: PipelineSpec) -> Table:
         f"{format_duration(et.allowed_lateness_us) or '0s'}",
     )
     keys = ", ".join(spec.key_by) or "(no key)"
-    if spec.process is not None:
+    if spec.stateless:
+        _describe_stateless(table, spec)
+    elif spec.process is not None:
         proc = spec.process
         table.add_row("process", f"{proc.function} by {keys}" + (
             f", timers: {proc.on_timer}" if proc.on_timer else ""))  # fmt: skip
@@ -57,6 +59,8 @@ def describe_spec(spec: PipelineSpec) -> Table:
         table.add_row("aggregates", aggregates)
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
         where = sink.type if sink.plugin else f"{sink.type} {sink.format} at {sink.path}"
+        if spec.stateless and sink is spec.late_records:
+            where += " (stays empty: no window, so nothing is late)"
         table.add_row(f"sink {sink.name}", where)
     table.add_row(
         "checkpoints",
@@ -66,6 +70,16 @@ def describe_spec(spec: PipelineSpec) -> Table:
     if spec.execution is not None:  # else the deployment's SLUICE_EXECUTION decides
         table.add_row("execution", f"{spec.execution} (the DAG's process step)")
     return table
+
+
+def _describe_stateless(table: Table, spec: PipelineSpec) -> None:
+    """What a stateless pipeline does with each record, in order (docs/stateless.md)."""
+    table.add_row("operator", "stateless: every accepted record is appended as one row, no state")
+    for name, expression in spec.select:
+        table.add_row(f"select {name}", expression)
+    table.add_row("filter", spec.filter or "- (every valid record)")
+    picked = "" if spec.output else " (schema + select)"
+    table.add_row("output", ", ".join(spec.output_columns()) + picked)
 
 
 def run_with_progress(
@@ -90,6 +104,7 @@ def run_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
+    out = "rows" if rt.spec.stateless else "windows"
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
@@ -100,7 +115,7 @@ def run_with_progress(
                 advance=stats.input_units,
                 last=(
                     f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
-                    f"{stats.windows_emitted} windows out, {stats.late} late, {stats.dead} dead"
+                    f"{stats.windows_emitted} {out} out, {stats.late} late, {stats.dead} dead"
                 ),
             )
 
@@ -256,7 +271,7 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
         "accepted",
         "late",
         "dead",
-        "windows out",
+        "rows out" if rt.spec.stateless else "windows out",
         "open",
         "watermark",
         "plan s",

@@ -9,7 +9,9 @@ state:
   windows add one ``counter`` row per key (records seen, which decides the next window);
   sessions with ``max_duration`` show their fragments (``stub`` marks a closed piece's stub);
 * **process functions** — one row per key: each declared state (value, list or map; JSON for
-  lists and maps), its TTL stamps when it has a TTL, and the pending timers (event times).
+  lists and maps), its TTL stamps when it has a TTL, and the pending timers (event times);
+* **stateless pipelines** keep no state: nothing to show (their checkpoints hold offsets and
+  the watermark only).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def state_view(
             f"pipeline {rt.name}: --key {', '.join(unknown)}: not a key column "
             f"(key columns: {', '.join(key_columns) or 'none'})"
         )
+    if spec.stateless:
+        return None
     frame = read_state(spark, rt, checkpoint.result.state)
     if frame is None:
         return None

@@ -233,3 +233,37 @@ def test_the_input_has_sessions_fed_by_three_or_more_epochs(
         spans.append(len(epochs))
     assert max(spans) >= 3
     assert len([r for r in ref.emitted if r["user"] == BRIDGE_USER]) == 1
+
+
+@pytest.mark.parametrize("window", ["tumbling", "hopping", "session"])
+def test_records_skipping_their_exact_watermark_change_nothing(
+    spark: Any,
+    tmp_path: Path,
+    references: dict[tuple[str, str], Any],
+    monkeypatch: pytest.MonkeyPatch,
+    window: str,
+) -> None:
+    """Chunks of 3 lines: many records take the fast path (no exact ``_wm``), others not; the
+    output, late rows and counts still equal the reference."""
+    from sluice.windows import records, watermarks
+
+    decided: list[bool] = []
+
+    def spy(*args: Any) -> Any:
+        bounds = watermarks.chunk_bounds(*args)
+        decided.extend(b[4] for b in bounds)
+        return bounds
+
+    monkeypatch.setattr(records, "CHUNK_LINES", 3)
+    monkeypatch.setattr(records, "chunk_bounds", spy)
+    ref = references[(window, "on_close")]
+    got = _run(spark, tmp_path, window, "on_close", "random")
+    assert True in decided and False in decided, "both kinds of chunk must occur"
+    diffs = compare(got["emitted"], ref.emitted, _keys(window, "on_close"),
+                    approx={"approx_pages": 0.05})  # fmt: skip
+    assert diffs == [], "\n".join(diffs[:20])
+    diffs = compare(got["late"], ref.late, ["source_file", "source_line", "window_start"])
+    assert diffs == [], "\n".join(diffs[:20])
+    for name in ("records_read", "accepted", "late", "dead", "filtered"):
+        assert got["totals"][name] == ref.counts[name], name
+    assert got["totals"]["late_rows"] == len(ref.late)

@@ -67,6 +67,23 @@ def test_get_missing_raises_object_not_found_naming_the_uri(store: ObjectStore) 
     assert "epochs/000000000009/checkpoint.json" in str(caught.value)
 
 
+@pytest.mark.parametrize("size", [1, 7, 300, 10_000])
+def test_get_tail_returns_the_last_bytes(store: ObjectStore, size: int) -> None:
+    data = ALL_BYTES * 2  # 512 bytes: a tail longer than the object returns all of it
+    store.put("t/obj", data)
+    assert store.get_tail("t/obj", size) == data[-size:]
+
+
+def test_get_tail_of_missing_or_empty_objects(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound) as info:
+        store.get_tail("t/missing", 8)
+    assert store.uri("t/missing") in str(info.value)
+    store.put("t/empty", b"")
+    assert store.get_tail("t/empty", 8) == b""
+    with pytest.raises(ValueError, match="positive"):
+        store.get_tail("t/empty", 0)
+
+
 def test_exists_reports_objects_not_prefixes(store: ObjectStore) -> None:
     store.put("dir/obj", b"1")
 

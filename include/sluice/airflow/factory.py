@@ -132,8 +132,9 @@ def trigger_params() -> dict[str, Param]:
             type="boolean",
             title="Allow dropping state",
             description="Continue although the spec changed in a way that drops stored state "
-            "(a key, window or aggregate changed or removed; plan's error lists each). Added "
-            "aggregates and states never need it.",
+            "(a key, window or aggregate changed or removed, or the pipeline made stateless; "
+            "plan's error lists each). Added aggregates and states, and any change of a "
+            "stateless pipeline, never need it.",
         ),
         "take_savepoint": Param(
             None,
@@ -267,12 +268,22 @@ def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:
     }
 
 
+def _operator(spec: PipelineSpec) -> str:
+    """What the pipeline computes, in a few words."""
+    keys = ", ".join(f"`{k}`" for k in spec.key_by) or "no key"
+    if spec.stateless:
+        return "stateless (select / filter, every accepted record appended; no state)"
+    if spec.process is not None:
+        return f"process function `{spec.process.function}` by {keys}"
+    return f"{spec.windowing.type} windows by {keys}, emit {spec.emit}"
+
+
 def _doc(spec: PipelineSpec, spec_file: str) -> str:
     sinks = ", ".join(f"`{s.name}` → `{s.path or s.table}`" for s in spec.sinks)
     return (
         f"### Sluice pipeline `{spec.name}`\n\n"
         f"Spec: `{spec_file}`. Source: {spec.source.type} `{spec.source.path}` "
-        f"({spec.source.format}). Sinks: {sinks}. One run = one epoch "
+        f"({spec.source.format}); {_operator(spec)}. Sinks: {sinks}. One run = one epoch "
         f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
         f"{spec.qos}).\n\n"
         "Trigger with config to cap the epoch (`max_records`), to restore from a "

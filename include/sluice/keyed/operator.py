@@ -121,7 +121,7 @@ def compute_keyed(
     source_uri: str,
     waiting: tuple[str, ...] = (),
 ) -> EpochOutput:
-    from sluice.operator import EpochOutput
+    from sluice.operator import EpochOutput, no_late_rows
 
     assert spec.process is not None
     prepared = classify_epoch(
@@ -144,7 +144,7 @@ def compute_keyed(
     cached.append(result)
     emitted, alive = _totals(result, spec, epoch)
     carried_keys = untouched.count()
-    late = _no_late_rows(classified, spec, epoch)
+    late = no_late_rows(prepared.records, spec, epoch)
     return EpochOutput(
         counts=count_classes(classified, late, hopping=False),
         watermark=prepared.watermark,
@@ -155,7 +155,7 @@ def compute_keyed(
         state_rows=alive + carried_keys,
         still_open=alive + carried_keys,
         late=late,
-        dead=dead_rows(classified, spec, epoch, source_uri),
+        dead=dead_rows(prepared.records, spec, epoch, source_uri),
         cached=tuple(cached),
     )
 
@@ -342,19 +342,4 @@ def _results(result: DataFrame, epoch: int) -> DataFrame:
         "o.*",
         F.lit("upsert").alias("_op"),
         F.lit(epoch).cast("long").alias("_epoch"),
-    )
-
-
-def _no_late_rows(classified: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
-    """A process function sees every valid record: the late sink gets nothing (an empty
-    frame with the late-records columns, so every sink keeps one schema)."""
-    none = classified.where(F.lit(False))
-    return none.select(
-        *[F.col(f"`{c}`") for c, _ in spec.source.schema],
-        F.lit(None).cast("timestamp").alias("window_start"),
-        F.lit(None).cast("timestamp").alias("window_end"),
-        F.lit(None).cast("timestamp").alias("watermark"),
-        F.col("_file").alias("source_file"),
-        F.col("_line").alias("source_line"),
-        F.lit(epoch).cast("long").alias("epoch"),
     )

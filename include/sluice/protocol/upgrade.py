@@ -11,7 +11,10 @@ Every checkpoint stores the *state shape* its snapshot was written under
 * drops state: an aggregate or state removed (its values are dropped), an aggregate's
   expression or a state's type changed (it restarts empty);
 * drops all state: ``key_by``, the window, the event-time column, ``select`` (the next epoch
-  starts with no state).
+  starts with no state);
+* stateless pipelines (docs/stateless.md) keep no state: changing their ``select``,
+  ``filter`` or ``output`` drops nothing, and neither does making one stateful (it starts
+  empty); making a stateful pipeline stateless drops all its state.
 
 A change that drops state is refused with every difference listed (:class:`SpecChanged`),
 unless the run request allows it (``allow_state_drop``: the trigger form, or
@@ -24,6 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from sluice.spec.model import STATELESS_SHAPE as STATELESS
 
 __all__ = ["StateMigration", "compare_shapes"]
 
@@ -70,6 +75,8 @@ class StateMigration:
 
 def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:
     """What continuing a snapshot of shape ``stored`` under ``current`` means."""
+    if STATELESS in (stored, current):
+        return _stateless_change(stored, current)
     added: list[str] = []
     dropped: list[str] = []
     reset_all = False
@@ -115,6 +122,23 @@ def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigr
         tuple(reset_aggregates),
         tuple(reset_states),
     )
+
+
+def _stateless_change(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:
+    """A stateless pipeline on either side: only a stateful snapshot can be dropped."""
+    if stored == current:
+        return StateMigration()
+    if stored == STATELESS:
+        return StateMigration(added=(f"operator: stateless before, {_operator(current)} now "
+                                     "(it starts with empty state)",), reset_all=True)  # fmt: skip
+    dropped = f"operator: stored {_operator(stored)}, spec now stateless (all state is dropped)"
+    return StateMigration(dropped=(dropped,), reset_all=True)
+
+
+def _operator(shape: dict[str, Any]) -> str:
+    if "window" in shape:
+        return f"window {_show(shape['window'])}"
+    return "stateless" if shape == STATELESS else "a process function"
 
 
 def _show(value: Any) -> str:

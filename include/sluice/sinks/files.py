@@ -52,6 +52,10 @@ __all__ = [
 
 STAGING = "_staging"
 ROWS_PER_FILE = 1_000_000
+# An output of at least this many rows a core is written by every core (a file each): one
+# task would also run alone whatever computes the rows before the write (e.g. a stateless
+# pipeline's parsing), as coalesce does not shuffle.
+ROWS_PER_CORE = 100_000
 EXTENSIONS = {"parquet": (".parquet", ".parquet"), "jsonl": (".json", ".jsonl")}
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the folder value Spark writes for a null
 # part-<epoch>-<n>.<ext>, or a compacted part-<first>-<last>-c<n>.<ext>
@@ -90,11 +94,13 @@ class FilesSink(Sink):
         return Prepared(self.name, self.store.uri(), epoch, attempt, rows, files)
 
     def _write(self, df: DataFrame, rows: int, prefix: str) -> None:
-        """Spark writes ``df`` under ``prefix``: about ``ROWS_PER_FILE`` rows a file, and with
+        """Spark writes ``df`` under ``prefix``: about ``ROWS_PER_FILE`` rows a file (one a core
+        for large outputs, see ``ROWS_PER_CORE``), and with
         ``partition_by`` one folder per value whose rows sit in one task (so one file per
         folder and epoch unless it has more than ``ROWS_PER_FILE`` rows)."""
         target = to_spark_uri(self.store.uri(prefix.rstrip("/")))
-        tasks = max(1, -(-rows // ROWS_PER_FILE))
+        cores = df.sparkSession.sparkContext.defaultParallelism
+        tasks = max(1, -(-rows // ROWS_PER_FILE), min(cores, rows // ROWS_PER_CORE))
         columns = list(self.spec.partition_by)
         if columns:
             writer = (

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
+from sluice.sources.footers import stored_types
 from sluice.sources.parsing import parse_csv_lines, parse_json_lines, parse_parquet
 from sluice.spec.model import SourceSpec
 from sluice.storage import ObjectStore, to_spark_uri
@@ -255,7 +256,8 @@ class FilesSource(Source):
         index = [(self._qualified(spark, k), k, i) for i, k in enumerate(rng.files)]
         schema = self.spec.schema
         if self.spec.format == "parquet":
-            frame = parse_parquet(spark, index, schema, self.required)
+            stored = stored_types(self.store, list(rng.files))
+            frame = parse_parquet(spark, index, schema, self.required, stored)
         elif self.spec.format == "csv":
             frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
         else:

@@ -97,23 +97,58 @@ def parse_csv_lines(
 
 
 def parse_parquet(
-    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
+    spark: SparkSession,
+    index: Index,
+    schema: Schema,
+    required: tuple[str, ...],
+    stored: dict[str, str] | None = None,
 ) -> DataFrame:
-    """Parquet rows; position = row index inside the file. Columns are cast by name."""
-    frame = spark.read.option("mergeSchema", "true").parquet(*[p for p, _, _ in index])
-    present = set(frame.columns)
-    text_cols = [
-        (F.col(f"`{c}`").cast("string") if c in present else F.lit(None).cast("string")).alias(c)
-        for c, _ in schema
-    ]
+    """Parquet rows; position = row index inside the file. Columns are matched by name.
+
+    A column stored with the schema's type is taken as it is (no conversion, never a type
+    error); any other is read as text and cast like JSON's, so a value that does not fit is a
+    ``wrong_type`` dead letter. ``_raw`` (every column of the row as JSON) is only built for
+    rows with such an error: the dead-letter sink rebuilds the others from the schema columns
+    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it.
+
+    ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
+    Spark infers them, merging every file's schema."""
+    paths = [p for p, _, _ in index]
+    if stored is None:
+        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+    else:
+        ddl = ", ".join(f"`{c}` {t}" for c, t in stored.items())
+        frame = spark.read.schema(ddl).parquet(*paths)
+    stored = dict(frame.dtypes)
+    columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
+    for column, kind in schema:
+        if stored.get(column) == SPARK_TYPES[kind]:
+            columns[column] = (None, F.col(f"`{column}`"))
+            continue
+        stored_text = (F.col(f"`{column}`") if column in stored else F.lit(None)).cast("string")
+        columns[column] = (stored_text, _cast(stored_text, kind))
+    checks = []
+    for column in (*required, *[c for c, _ in schema if c not in required]):
+        text, typed = columns[column]
+        if column in required:
+            message = f"missing_event_time: field '{column}' is absent or null"
+            checks.append(F.when((typed if text is None else text).isNull(), F.lit(message)))
+        if text is not None:
+            checks.append(_wrong_type(column, dict(schema)[column], text, typed))
+    error = F.coalesce(*checks) if checks else F.lit(None).cast("string")
+    everything = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
     rows = frame.select(
         F.col("_metadata.file_path").alias("_path"),
         (F.col("_metadata.row_index") + 1).alias("_line"),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])).alias("_raw"),
-        F.struct(*text_cols).alias("_j"),
+        F.when(error.isNotNull(), everything).alias("_raw"),
+        error.alias("_error"),
+        *[typed.alias(c) for c, (_, typed) in columns.items()],
     )
     rows = _attach_index(spark, rows, index)
-    return _typed(rows, schema, required, F.lit(False), "")
+    return rows.select(
+        F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", "_error",
+        *[F.col(f"`{c}`") for c, _ in schema],
+    )  # fmt: skip
 
 
 def _text_schema(schema: Schema) -> T.StructType:
@@ -133,13 +168,17 @@ def _lines(spark: SparkSession, index: Index) -> DataFrame:
     )
     texts = _attach_index(spark, texts, index)
     exploded = texts.select("_file", "_major", F.posexplode(F.split("value", "\n")))
+    # one trailing CR goes (CRLF files); a line of ASCII whitespace only is not a record.
+    # Plain string functions, not regular expressions: they run once per line.
+    text = F.col("col")
+    no_cr = F.when(text.endswith("\r"), F.expr("substr(col, 1, length(col) - 1)")).otherwise(text)
     lines = exploded.select(
         "_file",
         "_major",
         (F.col("pos") + 1).cast("long").alias("_line"),
-        F.regexp_replace("col", "\r$", "").alias("_raw"),
+        no_cr.alias("_raw"),
     )
-    return lines.filter(F.col("_raw").rlike(r"\S"))
+    return lines.filter(F.length(F.expr("btrim(_raw, ' \t\u000b\f\r')")) > 0)
 
 
 def _typed(
@@ -178,9 +217,12 @@ def _null_check(column: str, kind: str) -> Column:
 
 
 def _type_check(column: str, kind: str, typed: Column) -> Column:
-    raw = F.col(f"_j.`{column}`")
-    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", raw)
-    return F.when(raw.isNotNull() & typed.isNull(), message)
+    return _wrong_type(column, kind, F.col(f"_j.`{column}`"), typed)
+
+
+def _wrong_type(column: str, kind: str, text: Column, typed: Column) -> Column:
+    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", text)
+    return F.when(text.isNotNull() & typed.isNull(), message)
 
 
 def _cast(raw: Column, kind: str) -> Column:

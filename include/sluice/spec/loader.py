@@ -30,7 +30,6 @@ from sluice.spec.model import (
     CheckpointSpec,
     EventTimeSpec,
     PipelineSpec,
-    ProcessSpec,
     RestartSpec,
     SinkSpec,
     SourceSpec,
@@ -61,6 +60,7 @@ _TOP = {
     "s3",
     "restart",
     "description",
+    "output",
     "select",
     "filter",
     "process",
@@ -105,6 +105,8 @@ _PLUGIN_SINK = {"name", "type", "mode", "options"}
 _PLUGIN_HINT = "or a class of your own, module:Class (docs/extending.md)"
 _TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
+# Any of these makes a pipeline stateful; without them it is stateless (docs/stateless.md).
+_STATEFUL = frozenset({"window", "aggregates", "emit", "process"})
 _CHECKPOINT = {"storage", "interval", "timeout", "retained"}
 _S3 = {"endpoint_url", "region"}
 _RESTART = {"attempts", "delay", "max_delay", "multiplier"}
@@ -266,14 +268,18 @@ class _Checker:
         key_by = self.key_by(top.get("key_by"), columns)
         process = None
         aggregates: tuple[AggregateSpec, ...] = ()
+        window, emit = None, "on_close"
+        stateless = not _STATEFUL & set(top)
         if "process" in top:
             process = check_process(self, top["process"], self.origin)
             self.not_with_process(top)
-            window, emit = None, "on_close"
+        elif stateless:
+            self.no_keys_when_stateless(key_by)
         else:
             window = self.window(top.get("window"))
             aggregates = self.aggregates(top.get("aggregates"), columns)
             emit = self.string(top, "emit", "", EMIT_MODES, default="on_close") or "on_close"
+        output = self.output(top.get("output"), list(columns) if schema else [], stateless)
         checkpoint = self.checkpoint(top.get("checkpoint"))
         sinks = self.sinks(top.get("sinks"))
         if emit == "on_update":
@@ -285,7 +291,9 @@ class _Checker:
                         "add mode: upsert to the sink (or use emit: on_close)",
                     )
         if process is not None:
-            self.process_sinks(sinks, process)
+            self.append_sinks(sinks, [c for c, _ in process.output], "a process function's")
+        if stateless and schema:
+            self.append_sinks(sinks, list(output or columns), "a stateless pipeline's")
         sinks = self.sink_keys(sinks, key_by, window, aggregates)
         late = self.side_sink(top.get("late_records"), "late_records", name, checkpoint)
         dead = self.side_sink(top.get("dead_letters"), "dead_letters", name, checkpoint)
@@ -301,7 +309,7 @@ class _Checker:
         restart = self.restart(top.get("restart"))
         execution = self.execution(top)
         self.paths_apart(source, sinks, late, dead, checkpoint, name)
-        operator = window if process is None else process
+        operator = stateless or (window if process is None else process)
         if self.problems or None in (name, source, event_time, operator, checkpoint, late, dead):
             return None
         assert name and source and event_time and checkpoint and late and dead
@@ -322,6 +330,7 @@ class _Checker:
             emit=emit,  # type: ignore[arg-type]
             select=select,
             filter=filter_,
+            output=output,
             process=process,
             execution=execution,  # type: ignore[arg-type]
             origin=self.origin,
@@ -333,11 +342,42 @@ class _Checker:
                 fix = "remove it: the function decides what to emit (docs/keyed-state.md)"
                 self.add(key, "does not apply to a pipeline with a process function", fix)
 
-    def process_sinks(self, sinks: tuple[SinkSpec, ...], process: ProcessSpec) -> None:
-        columns = [c for c, _ in process.output]
+    def no_keys_when_stateless(self, key_by: tuple[str, ...]) -> None:
+        if key_by:
+            self.add("key_by", "has no meaning in a stateless pipeline (no window, no process "
+                     "function): every accepted record is one output row",
+                     "remove key_by, or add a window and aggregates (or a process function) "
+                     "to group by it")  # fmt: skip
+
+    def output(self, value: Any, columns: list[str], stateless: bool) -> tuple[str, ...]:
+        """A stateless pipeline's ``output:``: some of the source and ``select`` columns, in
+        the order written (``columns``: those available; empty when the source is invalid)."""
+        if value is None:
+            return ()
+        if not stateless:
+            self.add("output", "only applies to a stateless pipeline (no window, no process)",
+                     "remove it: windows emit keys, window bounds and aggregates; a process "
+                     "function declares process.output")  # fmt: skip
+            return ()
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            self.add("output", f"{value!r} is not a list of column names",
+                     f"e.g. {columns[:2] or ['user', 'ts']}")  # fmt: skip
+            return ()
+        for i, name in enumerate(names):
+            if columns and name not in columns:
+                self.add(f"output[{i}]", f"{name!r} is not a source or select column",
+                         f"use some of {columns}")  # fmt: skip
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            self.add("output", f"names {dup!r} twice", "list each column once")
+        return tuple(names)
+
+    def append_sinks(self, sinks: tuple[SinkSpec, ...], columns: list[str], whose: str) -> None:
+        """Sinks of an operator whose rows are only ever appended (a process function, a
+        stateless pipeline): no upsert, partition columns among the output columns."""
         for sink in sinks:
             if sink.mode == "upsert":
-                self.add(f"sinks.{sink.name}.mode", "a process function's output is appended",
+                self.add(f"sinks.{sink.name}.mode", f"{whose} output is appended",
                          "remove mode: upsert")  # fmt: skip
             for column in sink.partition_by:
                 if column not in columns:
@@ -695,7 +735,8 @@ class _Checker:
         data = self.mapping(value, "window", _WINDOW) if value is not None else None
         if data is None:
             if value is None:
-                self.add("window", "is required", "e.g. {type: tumbling, size: 1m}")
+                fix = "e.g. {type: tumbling, size: 1m}; or leave out aggregates and emit for a "
+                self.add("window", "is required", fix + "stateless pipeline (docs/stateless.md)")
             return None
         kind = self.string(data, "type", "window", WINDOW_TYPES)
         fields = {

@@ -48,6 +48,8 @@ SINK_TYPES = ("files", "postgres", "delta")
 EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 STATE_KINDS = ("value", "list", "reducing", "map")
+# the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
+STATELESS_SHAPE: dict[str, Any] = {"operator": "stateless"}
 SourceFormat = Literal["jsonl", "csv", "parquet"]
 SinkFormat = Literal["parquet", "jsonl"]
 
@@ -233,7 +235,7 @@ class PipelineSpec:
     source: SourceSpec
     event_time: EventTimeSpec
     key_by: tuple[str, ...]
-    window: WindowSpec | None  # None: a keyed process function (``process``) instead
+    window: WindowSpec | None  # None: a process function (``process``), or stateless
     aggregates: tuple[AggregateSpec, ...]
     sinks: tuple[SinkSpec, ...]
     late_records: SinkSpec
@@ -242,6 +244,7 @@ class PipelineSpec:
     emit: Literal["on_close", "on_update"] = "on_close"
     select: tuple[tuple[str, str], ...] = ()  # derived columns: (name, Spark SQL expression)
     filter: str | None = None  # Spark SQL predicate applied before windowing
+    output: tuple[str, ...] = ()  # stateless: the columns written, in order (empty: all)
     qos: int = 2
     s3: S3Options | None = None
     restart: RestartSpec = field(default_factory=RestartSpec)
@@ -255,13 +258,37 @@ class PipelineSpec:
     def windowing(self) -> WindowSpec:
         """The window of a windowed pipeline (the window operator's view of the spec)."""
         if self.window is None:
-            raise TypeError(f"pipeline {self.name} runs a process function, not windows")
+            what = "a process function" if self.process is not None else "no window (stateless)"
+            raise TypeError(f"pipeline {self.name} runs {what}, not windows")
         return self.window
+
+    @property
+    def stateless(self) -> bool:
+        """Neither a window nor a process function: select, filter, append (docs/stateless.md)."""
+        return self.window is None and self.process is None
+
+    @property
+    def operator(self) -> Literal["windows", "process", "stateless"]:
+        """Which operator runs each epoch (:mod:`sluice.operator`)."""
+        if self.window is not None:
+            return "windows"
+        return "process" if self.process is not None else "stateless"
+
+    def output_columns(self) -> tuple[str, ...]:
+        """A stateless pipeline's result columns: ``output``, else the source schema's
+        columns followed by the ``select`` columns."""
+        if self.output:
+            return self.output
+        return (*(c for c, _ in self.source.schema), *(n for n, _ in self.select))
 
     def state_shape(self) -> dict[str, Any]:
         """What the keyed state depends on: a checkpoint restored under a spec with a
         different shape would be misread, so the shape is stored and compared. Each declared
-        process-function state is its own entry (``state.<name>``), so a difference names it."""
+        process-function state is its own entry (``state.<name>``), so a difference names it.
+        A stateless pipeline keeps no state: its shape is the same whatever its select,
+        filter and output (:mod:`sluice.protocol.upgrade`)."""
+        if self.stateless:
+            return dict(STATELESS_SHAPE)
         shape: dict[str, Any] = {
             "key_by": {k: dict(self.source.schema).get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,

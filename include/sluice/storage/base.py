@@ -12,7 +12,8 @@ Contract (the engine's exactly-once argument rests on it):
   same key, exactly one succeeds; every other one raises :class:`ObjectAlreadyExists`, and
   the stored bytes are exactly the winner's. A reader never sees a partial object.
 * ``put(key, data)`` replaces the object atomically (readers see the old or the new bytes).
-* ``get(key)`` raises :class:`ObjectNotFound` when absent.
+* ``get(key)`` raises :class:`ObjectNotFound` when absent; ``get_tail(key, size)`` returns
+  its last ``size`` bytes (the whole object when it is shorter), with the same errors.
 * ``list(prefix)`` returns every key under ``prefix`` (recursively) in ascending byte order.
 * ``delete`` / ``delete_prefix`` are idempotent: deleting what is absent is not an error.
 * ``move(src, dst)`` makes ``dst`` hold ``src``'s bytes and removes ``src``; it is idempotent
@@ -65,6 +66,13 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def get(self, key: str) -> bytes: ...
+
+    def get_tail(self, key: str, size: int) -> bytes:
+        """The last ``size`` bytes of ``key`` (all of it when shorter): a Parquet footer
+        without the file. Backends that can read a range override this whole-object read."""
+        if size <= 0:
+            raise ValueError(f"size must be positive, not {size}")
+        return self.get(key)[-size:]
 
     @abstractmethod
     def put(self, key: str, data: bytes) -> None: ...

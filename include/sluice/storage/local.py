@@ -48,6 +48,19 @@ class LocalObjectStore(ObjectStore):
         except OSError as exc:
             raise self._error(key, "read", exc) from exc
 
+    def get_tail(self, key: str, size: int) -> bytes:
+        if size <= 0:
+            raise ValueError(f"size must be positive, not {size}")
+        path = self._path(key)
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+            raise ObjectNotFound(self.uri(key)) from exc
+        except OSError as exc:
+            raise self._error(key, "read", exc) from exc
+
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
         tmp = self._write_temp(key, path, data)

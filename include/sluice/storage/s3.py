@@ -100,6 +100,26 @@ class S3ObjectStore(ObjectStore):
             raise StorageError(self.uri(key), f"reading the body failed: {exc}") from exc
         return data
 
+    def get_tail(self, key: str, size: int) -> bytes:
+        """A suffix range GET (``bytes=-size``): S3 answers the whole object when shorter,
+        and 416 InvalidRange for an empty one."""
+        if size <= 0:
+            raise ValueError(f"size must be positive, not {size}")
+        full = self._full(key)
+        try:
+            response = self._client.get_object(Bucket=self.bucket, Key=full, Range=f"bytes=-{size}")
+        except ClientError as exc:
+            if _error_code(exc) == "InvalidRange" and self.exists(key):
+                return b""
+            raise self._translate("get_object", key, exc) from exc
+        except BotoCoreError as exc:
+            raise StorageError(self.uri(key), f"get_object failed: {exc}") from exc
+        try:
+            data: bytes = response["Body"].read()
+        except BotoCoreError as exc:
+            raise StorageError(self.uri(key), f"reading the body failed: {exc}") from exc
+        return data
+
     def put(self, key: str, data: bytes) -> None:
         self._call("put_object", key, Key=self._full(key), Body=data)
 

@@ -16,6 +16,7 @@ exact rules are in docs/windows-and-watermarks.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,12 +33,15 @@ from sluice.windows.aggregates import (
 from sluice.windows.records import (
     ACCEPTED,
     LATE,
+    POSITION,
     EpochCounts,
     InvalidExpression,
     classify_epoch,
-    count_classes,
     dead_rows,
+    epoch_counts,
     null_safe_join,
+    tally,
+    with_records,
 )
 from sluice.windows.watermarks import WatermarkState
 
@@ -64,9 +68,11 @@ COUNTER = -1  # count windows: the state row holding how many records a key has 
 
 @dataclass(frozen=True)
 class EpochFrames:
-    """What an epoch produces; the frames are lazy except where counts were taken."""
+    """What an epoch produces: lazy frames (cached where several outputs read them), counted
+    by :func:`window_output` in one action."""
 
-    counts: EpochCounts
+    classified: DataFrame  # the epoch's records with their _class
+    missed: DataFrame | None  # hopping windows: one row per (late record, window it missed)
     watermark: WatermarkState
     watermark_us: int | None  # the global watermark after the epoch (idle rule applied)
     dead: DataFrame
@@ -125,6 +131,8 @@ def compute_epoch(
         waiting=waiting,
         lateness=_lateness(spec),
         positions=spec.windowing.time_based,
+        columns=operator_columns(spec),
+        first_close=_first_close(spec),
     )
     classified, types, watermark, after_us = (
         prepared.classified,
@@ -137,15 +145,17 @@ def compute_epoch(
     counters = None
     if spec.windowing.type == "count":
         partials, counters = _count_partials(classified, spec, types, state)
-        late = _late_rows(classified.where(F.lit(False)), spec, epoch)
+        missed = classified.where(F.lit(False))
+        late = _late_rows(missed, prepared.records, spec, epoch)
     else:
         assigned = _assign(classified, spec)
-        if spec.windowing.type != "session":
-            assigned = assigned.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(assigned)
         accepted = assigned.where((F.col("_class") == ACCEPTED) & ~F.col("_missed"))
         partials = accepted.groupBy(*_partial_keys(spec)).agg(*partial_columns(spec, types))
-        late = _late_rows(assigned.where(F.col("_missed")), spec, epoch)
+        # Only a record with a position watermark can miss a window (records.chunk_bounds):
+        # the missed windows are assigned again from those few, not kept from all of them.
+        exposed = classified.where(F.col("_wm").isNotNull())
+        missed = _assign(exposed, spec).where(F.col("_missed"))
+        late = _late_rows(missed, prepared.records, spec, epoch)
     partials = partials.withColumn("_new", F.lit(True))
 
     windows = _windows_of_state(state, spec)
@@ -171,12 +181,12 @@ def compute_epoch(
     if deletes is not None:
         deletes = deletes.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(deletes)
-    counts = count_classes(classified, late, spec.windowing.type == "hopping")
     return EpochFrames(
-        counts=counts,
+        classified=classified,
+        missed=missed if spec.windowing.type == "hopping" else None,
         watermark=watermark,
         watermark_us=after_us,
-        dead=dead_rows(classified, spec, epoch, source_uri),
+        dead=dead_rows(prepared.records, spec, epoch, source_uri),
         late=late,
         merged=merged,
         deletes=deletes,
@@ -188,6 +198,32 @@ def compute_epoch(
 
 
 # -- classification -------------------------------------------------------------------------
+
+
+def operator_columns(spec: PipelineSpec) -> tuple[str, ...]:
+    """The record columns the windows read: keys and aggregated columns (the event time and
+    positions are always kept)."""
+    aggregated = [a.column for a in spec.aggregates if a.column]
+    return tuple(dict.fromkeys((*spec.key_by, *aggregated)))
+
+
+def _first_close(spec: PipelineSpec) -> Callable[[int], int] | None:
+    """The smallest position watermark at which a record at event time ``ts`` misses a
+    window (its earliest window's end, plus the allowed lateness): :func:`_lateness` and
+    :func:`_assign`'s ``_missed`` in plain integers. Monotone in ``ts``."""
+    w = spec.windowing
+    lateness = spec.event_time.allowed_lateness_us
+    if w.type == "session":
+        return lambda ts: ts + lateness
+    if w.type not in ("tumbling", "hopping"):
+        return None
+
+    def first_end(ts: int) -> int:
+        # the earliest window holding ts starts at the first multiple of slide after ts - size
+        start = (ts - w.size_us) - (ts - w.size_us) % w.slide_us + w.slide_us
+        return start + w.size_us + lateness
+
+    return first_end
 
 
 def _lateness(spec: PipelineSpec) -> Column | None:
@@ -510,12 +546,14 @@ def open_state(frames: EpochFrames, spec: PipelineSpec) -> DataFrame:
     return windows.unionByName(counters, allowMissingColumns=True)
 
 
-def _late_rows(missed: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+def _late_rows(missed: DataFrame, records: DataFrame, spec: PipelineSpec, epoch: int) -> DataFrame:
+    """One row per (late record, window it missed), with the record's columns."""
     if "_ws" not in missed.columns:  # count windows: never late, but keep the schema
         missed = missed.withColumn("_ws", F.lit(None).cast("long"))
         missed = missed.withColumn("_we", F.lit(None).cast("long"))
         missed = missed.withColumn("_wm", F.lit(None).cast("long"))
-    return missed.select(
+    rows = with_records(missed.select(*POSITION, "_ws", "_we", "_wm"), records)
+    return rows.select(
         *[F.col(f"`{c}`") for c, _ in spec.source.schema],
         F.timestamp_micros("_ws").alias("window_start"),
         F.timestamp_micros("_we").alias("window_end"),
@@ -530,14 +568,23 @@ def window_output(frames: EpochFrames, spec: PipelineSpec, epoch: int) -> EpochO
     """The epoch's results, counts and next state, as the protocol takes them."""
     from sluice.operator import EpochOutput
 
-    emitted, still_open = _window_counts(frames, spec)
+    parts = {
+        "classes": (frames.classified, ("_class",)),
+        "windows": (frames.merged, ("_closed", "_new")),
+    }
+    deletes = frames.deletes if spec.emit == "on_update" else None
+    extra = {"missed": frames.missed, "next_state": frames.next_state}
+    extra.update(counters=frames.counters, deletes=deletes)
+    parts.update({name: (frame, ()) for name, frame in extra.items() if frame is not None})
+    counted = tally(parts)
+    emitted, still_open = _window_counts(counted["windows"], spec)
+    emitted += sum(counted.get("deletes", {}).values())
     state_rows = still_open
     if frames.next_state is not None:
-        state_rows = frames.next_state.count()
-    if frames.counters is not None:
-        state_rows += frames.counters.count()
+        state_rows = sum(counted["next_state"].values())
+    state_rows += sum(counted.get("counters", {}).values())
     return EpochOutput(
-        counts=frames.counts,
+        counts=epoch_counts(counted["classes"], counted.get("missed")),
         watermark=frames.watermark,
         watermark_us=frames.watermark_us,
         results=emitted_rows(frames, spec, epoch),
@@ -551,15 +598,15 @@ def window_output(frames: EpochFrames, spec: PipelineSpec, epoch: int) -> EpochO
     )
 
 
-def _window_counts(frames: EpochFrames, spec: PipelineSpec) -> tuple[int, int]:
-    """(result rows this epoch emits, windows left open)."""
-    rows = frames.merged.groupBy("_closed", "_new").count().collect()
-    by_flags = {(bool(r["_closed"]), bool(r["_new"])): int(r["count"]) for r in rows}
-    still_open = sum(n for (closed, _), n in by_flags.items() if not closed)
+def _window_counts(
+    by_flags: dict[tuple[str | None, ...], int], spec: PipelineSpec
+) -> tuple[int, int]:
+    """(result rows this epoch emits, windows left open) from the merged windows' rows per
+    (``_closed``, ``_new``); on_update deletes are counted apart."""
+    flags = {(closed == "true", new == "true"): n for (closed, new), n in by_flags.items()}
+    still_open = sum(n for (closed, _), n in flags.items() if not closed)
     if spec.emit == "on_update":
-        emitted = sum(n for (_, new), n in by_flags.items() if new)
-        if frames.deletes is not None:
-            emitted += frames.deletes.count()
+        emitted = sum(n for (_, new), n in flags.items() if new)
     else:
-        emitted = sum(n for (closed, _), n in by_flags.items() if closed)
+        emitted = sum(n for (closed, _), n in flags.items() if closed)
     return emitted, still_open

@@ -7,11 +7,15 @@ on where epochs are cut — which is what makes the lateness decision split-inva
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["WatermarkState", "prefix_maxima"]
+__all__ = ["CHUNK_LINES", "Chunk", "WatermarkState", "chunk_bounds", "prefix_maxima"]
+
+# Positions are cut into chunks of this many lines (per partition and major) to decide, on the
+# driver, which records need their exact watermark (see chunk_bounds).
+CHUNK_LINES = 1024
 
 
 @dataclass(frozen=True)
@@ -74,4 +78,45 @@ def prefix_maxima(
         before = running.get(partition)
         result.append((partition, major, before))
         running[partition] = value if before is None else max(before, value)
+    return result
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Lines ``[chunk * CHUNK_LINES + 1, (chunk + 1) * CHUNK_LINES]`` of one major of one
+    partition: the smallest and largest event time there (records without one left out)."""
+
+    partition: str
+    major: int
+    chunk: int
+    low: int
+    high: int
+
+
+def chunk_bounds(
+    carried: WatermarkState,
+    chunks: Iterable[Chunk],
+    bound_us: int,
+    floor_us: int | None,
+    first_close: Callable[[int], int] | None,
+) -> list[tuple[str, int, int, int | None, bool]]:
+    """For each chunk: (partition, major, chunk, largest event time before it, exact).
+
+    The watermark at any position in a chunk lies between that before-value and the one
+    through the chunk's end (each minus ``bound_us``, floored by ``floor_us``). A chunk is
+    *exact* — its records need their own watermark, from a window over the chunk — unless
+    even the upper value stays below ``first_close(low)``: the smallest watermark at which a
+    window of the chunk's earliest record closes for it (``first_close`` is monotone, so no
+    record there is late or misses a window). ``first_close`` None: every chunk is exact.
+    In-order input rarely crosses a window boundary inside a chunk, so most records skip the
+    sort a window function needs."""
+    result: list[tuple[str, int, int, int | None, bool]] = []
+    running: dict[str, int] = dict(carried.max_event_time_us)
+    for c in sorted(chunks, key=lambda c: (c.partition, c.major, c.chunk)):
+        before = running.get(c.partition)
+        through = c.high if before is None else max(before, c.high)
+        upper = through - bound_us if floor_us is None else max(through - bound_us, floor_us)
+        exact = first_close is None or first_close(c.low) <= upper
+        result.append((c.partition, c.major, c.chunk, before, exact))
+        running[c.partition] = through
     return result
