@@ -5,8 +5,9 @@
 #   1. airflow db migrate
 #   2. the SimpleAuthManager password of the admin user ($AIRFLOW_ADMIN_PASSWORD), written to
 #      the passwords file shared with airflow-apiserver (volume airflow-auth)
-#   3. python -m sluice.airflow.provision: one single-slot pool per pipeline spec and the
-#      Spark connection (created once; later edits in the UI are kept)
+#   3. python -m sluice.airflow.provision: one single-slot pool per pipeline spec, the
+#      Spark connection (created once; later edits in the UI are kept) and the sluice_serve
+#      connection to the sluice-serve service (its token from $SLUICE_SERVE_TOKEN)
 set -euo pipefail
 
 log() { printf 'airflow-init: %s\n' "$*"; }
@@ -34,8 +35,10 @@ tmp.chmod(0o660)
 os.replace(tmp, path)
 PY
 
-log "provisioning pools and the Spark connection"
+log "provisioning pools, the Spark connection and the sluice serve connection"
+serve_args=()
+[[ -n ${SLUICE_SERVE_URL:-} ]] && serve_args=(--serve-url "$SLUICE_SERVE_URL")  # token: env
 python -m sluice.airflow.provision \
   --pipelines "${SLUICE_PIPELINES_DIR:-/opt/sluice/include/pipelines}" \
-  --spark-master "${SLUICE_SPARK_MASTER_URL:-spark://spark-master:7077}"
+  --spark-master "${SLUICE_SPARK_MASTER_URL:-spark://spark-master:7077}" "${serve_args[@]}"
 log "done"

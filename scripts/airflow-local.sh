@@ -2,7 +2,11 @@
 # `make airflow`: a real Airflow 3 (API server, scheduler, DAG processor, triggerer) on
 # localhost with the demo pipeline, storage on the embedded default (local directories).
 # `make airflow-stop` stops it. State lives in .airflow/ (delete it to start over).
+# Next to it runs `sluice serve` (the warm execution mode's epoch server, connection
+# sluice_serve); the DAGs use it when SLUICE_EXECUTION=warm (docs/warm-execution.md).
 #   AIRFLOW_PORT=8080      API server / UI port
+#   SLUICE_SERVE_PORT=8790 sluice serve's port (loopback)
+#   SLUICE_EXECUTION=cold  or warm: how the DAGs run the process step
 #   SLUICE_DATA=data/airflow  where the demo pipeline reads, writes and checkpoints
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,9 +16,12 @@ HOME_DIR=$ROOT/.airflow
 PORT=${AIRFLOW_PORT:-8080}
 URL="http://127.0.0.1:$PORT"
 SERVICES=(api-server scheduler dag-processor triggerer)
+SERVE_PORT=${SLUICE_SERVE_PORT:-8790}
+SERVE_URL="http://127.0.0.1:$SERVE_PORT"
+SERVE_STATE=$HOME_DIR/serve
 
 stop() {
-  for name in "${SERVICES[@]}"; do
+  for name in serve "${SERVICES[@]}"; do
     pidfile=$HOME_DIR/$name.pid
     if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
       kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || kill -TERM "$(cat "$pidfile")"
@@ -50,11 +57,22 @@ export SLUICE_DATA=${SLUICE_DATA:-$ROOT/data/airflow}
 export PATH=$BIN:$PATH
 
 stop >/dev/null
+echo "== sluice serve on $SERVE_URL (log: $HOME_DIR/logs/serve.log)"
+setsid "$BIN/sluice" serve --port "$SERVE_PORT" --state-dir "$SERVE_STATE" \
+  --pipelines-dir "$ROOT/include/pipelines" --master "local[2]" \
+  >"$HOME_DIR/logs/serve.log" 2>&1 < /dev/null &
+echo $! >"$HOME_DIR/serve.pid"
 echo "== metadata database ($HOME_DIR/airflow.db)"
 "$BIN/airflow" db migrate >"$HOME_DIR/logs/db-migrate.log" 2>&1 || {
   tail -20 "$HOME_DIR/logs/db-migrate.log"; exit 1; }
-echo "== pools and the Spark connection"
-"$BIN/python" -m sluice.airflow.provision --spark-master "local[2]"
+echo "== pools, the Spark connection and the sluice serve connection"
+SERVE_TOKEN_ARGS=()  # with $SLUICE_SERVE_TOKEN set, server and provisioning both read it
+if [[ -z ${SLUICE_SERVE_TOKEN:-} ]]; then
+  for _ in $(seq 1 60); do [[ -s $SERVE_STATE/token ]] && break; sleep 0.5; done
+  SERVE_TOKEN_ARGS=(--serve-token-file "$SERVE_STATE/token")
+fi
+"$BIN/python" -m sluice.airflow.provision --spark-master "local[2]" \
+  --serve-url "$SERVE_URL" "${SERVE_TOKEN_ARGS[@]}"
 echo "== demo input in $SLUICE_DATA/in"
 "$BIN/python" - <<'PY'
 import os
@@ -74,7 +92,8 @@ for name in "${SERVICES[@]}"; do
 done
 printf "== waiting for %s " "$URL"
 for _ in $(seq 1 180); do
-  if curl -fsS "$URL/api/v2/monitor/health" >/dev/null 2>&1; then
+  if curl -fsS "$URL/api/v2/monitor/health" >/dev/null 2>&1 \
+     && curl -fsS "$SERVE_URL/livez" >/dev/null 2>&1; then
     echo "up"
     cat <<MSG
 
@@ -83,6 +102,7 @@ for _ in $(seq 1 180); do
   checkpoints: $URL/dags/sluice__clicks_per_minute/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
   data:        $SLUICE_DATA
   history:     SLUICE_DATA=$SLUICE_DATA .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
+  process:     ${SLUICE_EXECUTION:-cold} (SLUICE_EXECUTION=warm make airflow: sluice serve at $SERVE_URL)
   logs:        $HOME_DIR/logs/
   stop:        make airflow-stop
 MSG
@@ -90,6 +110,6 @@ MSG
   fi
   printf "."; sleep 1
 done
-echo " not up after 180 s; see $HOME_DIR/logs/api-server.log" >&2
-tail -20 "$HOME_DIR/logs/api-server.log" >&2
+echo " not up after 180 s; see $HOME_DIR/logs/api-server.log and serve.log" >&2
+tail -20 "$HOME_DIR/logs/api-server.log" "$HOME_DIR/logs/serve.log" >&2
 exit 1

@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.fixtures.pipelines",
     "tests.fixtures.postgres",
     "tests.fixtures.s3proxy",
+    "tests.fixtures.serve",
     "tests.fixtures.spark_cluster",
 ]
 
@@ -30,8 +31,11 @@ LONGEST_FIRST = (
     "tests/faults/test_bad_input.py",
     "tests/faults/test_security.py",
     "tests/faults/test_spark_kills.py",
+    "tests/serve/test_crashes.py",  # ~60-180 s: three sluice serve starts, two SIGKILLs
+    "tests/serve/test_server.py",
     "tests/faults/test_crash_matrix.py",  # ~200 s: 13 SIGKILLs, 4 of them in a new JVM
     "tests/keyed/test_keyed_crashes.py",
+    "tests/airflow/test_warm.py",
     "tests/stateless/test_stateless_pipelines.py",
     "tests/stateless/test_stateless_crashes.py",  # a SIGKILL in a new JVM
     "tests/airflow/test_cluster.py",

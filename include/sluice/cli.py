@@ -1,5 +1,5 @@
 """The ``sluice`` command line: validate, run, step-by-step protocol calls, checkpoints,
-savepoints, compaction, demo."""
+savepoints, compaction, the warm epoch server (``serve``), demo."""
 
 from __future__ import annotations
 
@@ -127,6 +127,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument("--json", action="store_true")
     cmd.set_defaults(func=_compact)
+    cmd = sub.add_parser(
+        "serve",
+        help="warm execution: keep one Spark session and run the process step of planned "
+        "epochs on HTTP request (docs/warm-execution.md)",
+    )
+    from sluice.serve.config import add_arguments
+
+    add_arguments(cmd)
+    cmd.add_argument("--verbose", action="store_true", help="log every HTTP request")
+    cmd.set_defaults(func=_serve)
     cmd = sub.add_parser("demo", help="generate demo input, run the demo pipeline, show results")
     cmd.add_argument("--spec", default="include/pipelines/clicks_per_minute.yaml")
     cmd.add_argument("--keep", action="store_true", help="keep earlier demo output")
@@ -383,6 +393,14 @@ def _compact(args: argparse.Namespace) -> int:
     if report.recovered:
         console.print(f"finished or cleaned up after a crash: {', '.join(report.recovered)}")
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sluice.serve.config import config_from_args, configure_logging
+    from sluice.serve.server import run
+
+    configure_logging(args.verbose)
+    return run(config_from_args(args))
 
 
 def _demo(args: argparse.Namespace) -> int:

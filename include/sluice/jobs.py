@@ -3,6 +3,9 @@
 ``process_job`` is what the Airflow ``process`` task runs through ``spark-submit``: one attempt
 of an already planned epoch. Its last stdout line is ``SLUICE_RESULT <json>`` (epoch, attempt,
 counts, the Spark master and application id), so the task log says where the epoch ran.
+
+The warm mode (``sluice serve``, :mod:`sluice.serve`) runs the same attempt in a long-lived
+session: both call :func:`build_runtime`, :func:`ship_package` and :func:`process_attempt`.
 """
 
 from __future__ import annotations
@@ -13,12 +16,18 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["RESULT_PREFIX", "process_job"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sluice.protocol import Faults, Runtime
+    from sluice.spec import PipelineSpec
+
+__all__ = ["RESULT_PREFIX", "build_runtime", "process_attempt", "process_job", "ship_package"]
 
 RESULT_PREFIX = "SLUICE_RESULT "
 
@@ -43,27 +52,68 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
-    from sluice.protocol import Faults, Runtime, process_epoch
+    """The cold path: a new driver builds its session, ships the package, runs the attempt."""
+    from sluice.protocol import Faults
     from sluice.protocol.runtime import connections_from_env
-    from sluice.spark import package_zip, spark_session
+    from sluice.spark import spark_session
     from sluice.spec import load_spec
 
     spec = load_spec(spec_path)
-    rt = Runtime.build(
+    rt = build_runtime(spec, run_id, connections_from_env(os.environ), faults=Faults.from_env())
+    spark = spark_session(f"sluice-{spec.name}-epoch-{epoch}", s3=spec.s3)
+    return process_attempt(rt, spark, epoch, executor_sluice=ship_package(spark))
+
+
+def build_runtime(
+    spec: PipelineSpec,
+    run_id: str | None,
+    connections: Mapping[str, str],
+    *,
+    faults: Faults,
+    spark: Callable[[], SparkSession] | None = None,
+    new_attempt_id: Callable[[], str] | None = None,
+) -> Runtime:
+    """The runtime of one process attempt: wall clock, random attempt ids, ``faults``."""
+    from sluice.protocol import Runtime
+
+    return Runtime.build(
         spec,
         clock=time.time,
-        new_attempt_id=lambda: uuid.uuid4().hex[:12],
-        faults=Faults.from_env(),
+        new_attempt_id=new_attempt_id or (lambda: uuid.uuid4().hex[:12]),
+        faults=faults,
         run_id=run_id,
-        connections=connections_from_env(os.environ),
+        connections=connections,
+        spark=spark,
     )
-    spark = spark_session(f"sluice-{spec.name}-epoch-{epoch}", s3=spec.s3)
+
+
+def ship_package(spark: SparkSession) -> str:
+    """Ship the ``sluice`` package to executors (once per session) and return where an
+    executor's Python imports it from (the shipped zip on a cluster)."""
+    from sluice.spark import package_zip
+
     spark.sparkContext.addPyFile(str(package_zip()))
-    executor_sluice = _executor_import_path(spark)
-    record = process_epoch(rt, spark, epoch, engine={"executor_sluice": executor_sluice})
+    return _executor_import_path(spark)
+
+
+def process_attempt(
+    rt: Runtime,
+    spark: SparkSession,
+    epoch: int,
+    *,
+    executor_sluice: str,
+    engine: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One attempt of planned epoch ``epoch`` (:func:`~sluice.protocol.process_epoch`) and its
+    summary: what ``run_epoch.py`` prints after ``SLUICE_RESULT`` (``engine`` adds to what the
+    attempt record says about where it ran, not to the summary)."""
+    from sluice.protocol import process_epoch
+
+    info = {"executor_sluice": executor_sluice, **(engine or {})}
+    record = process_epoch(rt, spark, epoch, engine=info)
     assert record.result is not None
     return {
-        "pipeline": spec.name,
+        "pipeline": rt.name,
         "epoch": record.epoch,
         "attempt": record.attempt,
         "stats": record.result.stats.to_dict(),

@@ -67,6 +67,8 @@ def describe_spec(spec: PipelineSpec) -> Table:
         f"{spec.checkpoint.storage} every "
         f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}",
     )
+    if spec.execution is not None:  # else the deployment's SLUICE_EXECUTION decides
+        table.add_row("execution", f"{spec.execution} (the DAG's process step)")
     return table
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from airflow.dag_processing.dagbag import DagBag
@@ -74,3 +75,51 @@ def test_invalid_spec_is_an_import_error_naming_file_and_field(
     bag = DagBag(dag_folder=str(REPO / "dags"))
     [(_, message)] = bag.import_errors.items()
     assert "broken.yaml" in message and "window.size" in message
+
+
+def _specs_with_execution(folder: Path) -> None:
+    """Three copies of the demo spec: no ``execution`` field, ``warm`` and ``cold``."""
+    text = (REPO / "include/pipelines/clicks_per_minute.yaml").read_text()
+    for name, line in (("plain", ""), ("warm", "execution: warm\n"), ("cold", "execution: cold\n")):
+        body = text.replace("name: clicks_per_minute", f"name: {name}") + line
+        (folder / f"{name}.yaml").write_text(body)
+
+
+def _process_tasks(bag: DagBag) -> dict[str, Any]:
+    return {d.removeprefix("sluice__"): dag.get_task("process") for d, dag in bag.dags.items()}
+
+
+def test_execution_mode_comes_from_the_spec_then_the_environment(
+    pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _specs_with_execution(pipelines_dir)
+    monkeypatch.delenv("SLUICE_EXECUTION", raising=False)
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    kinds = {k: type(t).__name__ for k, t in _process_tasks(bag).items()}
+    assert kinds == {"plain": "SluiceProcessOperator", "warm": "SluiceServedProcessOperator",
+                     "cold": "SluiceProcessOperator"}  # fmt: skip
+    warm = bag.dags["sluice__warm"]
+    served = warm.get_task("process")
+    assert served.serve_conn_id == "sluice_serve"
+    assert served.spec_path == str(pipelines_dir / "warm.yaml")
+    assert "xcom_pull(task_ids='plan')['epoch']" in served.epoch and served.run_id == "{{ run_id }}"
+    assert "execution:warm" in warm.tags and "execution:warm" not in bag.dags["sluice__plain"].tags
+    assert served.pool == pool_name("warm") and served.retries == 3
+
+    monkeypatch.setenv("SLUICE_EXECUTION", "warm")
+    monkeypatch.setenv("SLUICE_SERVE_CONN_ID", "other_serve")
+    tasks = _process_tasks(DagBag(dag_folder=str(REPO / "dags")))
+    kinds = {k: type(t).__name__ for k, t in tasks.items()}
+    assert kinds == {"plain": "SluiceServedProcessOperator", "warm": "SluiceServedProcessOperator",
+                     "cold": "SluiceProcessOperator"}  # fmt: skip
+    assert tasks["plain"].serve_conn_id == "other_serve"
+
+
+def test_an_unknown_execution_mode_is_an_import_error(
+    pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _specs_with_execution(pipelines_dir)
+    monkeypatch.setenv("SLUICE_EXECUTION", "lukewarm")
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    [(_, message)] = bag.import_errors.items()
+    assert "SLUICE_EXECUTION='lukewarm'" in message and "'cold', 'warm'" in message

@@ -39,6 +39,7 @@ SERVICES = {
     "spark-master",
     "spark-worker",
     "kafka",
+    "sluice-serve",
 }
 SKIP_ENV = "SLUICE_SKIP_COMPOSE_CHECK"
 
@@ -277,6 +278,33 @@ def test_airflow_init_provisions(services: dict[str, dict[str, Any]]) -> None:
     assert "airflow db migrate" in script
     assert "python -m sluice.airflow.provision" in script
     assert os.access(ROOT / "docker" / "airflow-init.sh", os.X_OK)
+
+
+def test_sluice_serve_service(services: dict[str, dict[str, Any]]) -> None:
+    """The warm mode's server: the project's image, reachable by name with the token the
+    sluice_serve connection is provisioned with, on the cluster; cold stays the default."""
+    serve = services["sluice-serve"]
+    assert serve["image"] == services["airflow-scheduler"]["image"]
+    assert serve["entrypoint"][0] == "/usr/bin/dumb-init"
+    cmd = serve["command"]
+    assert cmd[:2] == ["sluice", "serve"]
+    arg = {cmd[i]: cmd[i + 1] for i in range(2, len(cmd) - 1) if cmd[i].startswith("--")}
+    assert arg["--host"] == "0.0.0.0"
+    assert arg["--pipelines-dir"] == f"{PROJECT_MOUNT}/include/pipelines"
+    assert arg["--master"] == "spark://spark-master:7077"
+    assert f".:{PROJECT_MOUNT}" in serve["volumes"]
+    assert "ports" not in serve, "the token-protected API stays on the compose network"
+    init = env(services["airflow-init"])
+    assert init["SLUICE_SERVE_URL"] == f"http://{serve['hostname']}:{arg['--port']}"
+    token = env(serve)["SLUICE_SERVE_TOKEN"]
+    assert init["SLUICE_SERVE_TOKEN"] == token and len(token) >= 16
+    assert serve["healthcheck"]["test"][-1] == f"http://localhost:{arg['--port']}/livez"
+    assert env(serve)["AWS_ENDPOINT_URL"] == "http://minio:9000"
+    assert conditions(serve)["spark-master"] == "service_healthy"
+    for name in AIRFLOW_SERVICES:
+        assert env(services[name])["SLUICE_EXECUTION"] == "cold", name
+    script = (ROOT / "docker" / "airflow-init.sh").read_text(encoding="utf-8")
+    assert '--serve-url "$SLUICE_SERVE_URL"' in script
 
 
 def test_image_pins_match_requirements(services: dict[str, dict[str, Any]]) -> None:

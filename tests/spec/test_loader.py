@@ -114,6 +114,22 @@ def test_configured_late_sink_keeps_its_role_name(tmp_path: Path) -> None:
     assert spec.late_records.format == "parquet"
 
 
+def test_execution_is_optional_and_changes_no_state(tmp_path: Path) -> None:
+    plain = parse_spec(base(tmp_path))
+    assert plain.execution is None  # the deployment's SLUICE_EXECUTION decides
+    for mode in ("cold", "warm"):
+        spec = parse_spec({**base(tmp_path), "execution": mode})
+        assert spec.execution == mode
+        assert spec.fingerprint() == plain.fingerprint() and spec == plain
+
+
+@pytest.mark.parametrize("value", ["hot", "", 1, True, ["warm"]])
+def test_execution_must_be_cold_or_warm(tmp_path: Path, value: Any) -> None:
+    problem, fix = only_problem({**base(tmp_path), "execution": value}, "execution")
+    assert "is not valid" in problem or "is empty" in problem
+    assert "'cold', 'warm'" in fix or "give it a value" in fix
+
+
 # -- one problem each -----------------------------------------------------------------------
 
 

@@ -5,12 +5,23 @@ Airflow plugin do. Importing it requires Apache Airflow 3.
 """
 
 from sluice.airflow.factory import (
+    EXECUTION_ENV,
     PIPELINES_DIR_ENV,
     SPARK_CONN_ENV,
     build_dag,
     build_dags,
     dag_id,
+    execution_mode,
     pool_name,
 )
 
-__all__ = ["PIPELINES_DIR_ENV", "SPARK_CONN_ENV", "build_dag", "build_dags", "dag_id", "pool_name"]
+__all__ = [
+    "EXECUTION_ENV",
+    "PIPELINES_DIR_ENV",
+    "SPARK_CONN_ENV",
+    "build_dag",
+    "build_dags",
+    "dag_id",
+    "execution_mode",
+    "pool_name",
+]

@@ -6,7 +6,9 @@
 * retries with exponential backoff from the spec's ``restart`` block;
 * ``plan`` and ``commit`` are light Python tasks, ``process`` a spark-submit of
   ``jobs/run_epoch.py`` on the Spark connection (``$SLUICE_SPARK_CONN_ID``, default
-  ``sluice_spark``);
+  ``sluice_spark``), or in warm mode a request to ``sluice serve`` (connection
+  ``$SLUICE_SERVE_CONN_ID``, default ``sluice_serve``): the spec's ``execution``, else
+  ``$SLUICE_EXECUTION`` (``cold`` by default), decides (:func:`execution_mode`);
 * every sink (outputs, late records, dead letters) is an Asset whose events carry the epoch
   and its counts;
 * the trigger form's params are :data:`TRIGGER_PARAMS`.
@@ -21,17 +23,22 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, Param, task
 
-from sluice.airflow.operators import SluiceProcessOperator
+from sluice.airflow.hooks import DEFAULT_SERVE_CONN
+from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
 from sluice.airflow.tasks import asset_extra, commit_task, plan_task
 from sluice.protocol.request import MISSING_CHOICES, RESTORE_CHOICES
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
+from sluice.spec.model import EXECUTION_MODES
 
 __all__ = [
+    "EXECUTION_ENV",
     "PIPELINES_DIR_ENV",
+    "SERVE_CONN_ENV",
     "SPARK_CONN_ENV",
     "build_dag",
     "build_dags",
     "dag_id",
+    "execution_mode",
     "pool_name",
     "sink_asset",
     "trigger_params",
@@ -40,6 +47,8 @@ __all__ = [
 PIPELINES_DIR_ENV = "SLUICE_PIPELINES_DIR"
 SPARK_CONN_ENV = "SLUICE_SPARK_CONN_ID"
 DEFAULT_SPARK_CONN = "sluice_spark"
+EXECUTION_ENV = "SLUICE_EXECUTION"
+SERVE_CONN_ENV = "SLUICE_SERVE_CONN_ID"
 # Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -50,6 +59,20 @@ def dag_id(pipeline: str) -> str:
 
 def pool_name(pipeline: str) -> str:
     return f"sluice__{pipeline}"
+
+
+def execution_mode(spec: PipelineSpec) -> str:
+    """``cold`` (spark-submit per epoch) or ``warm`` (``sluice serve``): the spec's
+    ``execution`` field, else ``$SLUICE_EXECUTION``, else ``cold``."""
+    if spec.execution is not None:
+        return spec.execution
+    mode = os.environ.get(EXECUTION_ENV) or "cold"
+    if mode not in EXECUTION_MODES:
+        raise ValueError(
+            f"{EXECUTION_ENV}={mode!r} is not an execution mode: use one of "
+            f"{list(EXECUTION_MODES)} (docs/warm-execution.md)"
+        )
+    return mode
 
 
 def trigger_params() -> dict[str, Param]:
@@ -151,7 +174,7 @@ def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
         dagrun_timeout=timedelta(microseconds=spec.checkpoint.timeout_us),
         default_args=_task_defaults(spec),
         params=trigger_params(),
-        tags=["sluice", f"qos{spec.qos}", f"source:{spec.source.type}"],
+        tags=_tags(spec),
         doc_md=_doc(spec, spec_file),
     ) as dag:
 
@@ -176,24 +199,40 @@ def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
                 outlet_events[asset].extra = asset_extra(checkpoint, sink.name)
             return summary
 
-        process = SluiceProcessOperator(
-            task_id="process",
-            application=str(Path(job_path).resolve()),
-            application_args=[
-                "--spec",
-                spec_file,
-                "--epoch",
-                "{{ ti.xcom_pull(task_ids='plan')['epoch'] }}",
-                "--run-id",
-                "{{ run_id }}",
-            ],
-            conn_id=os.environ.get(SPARK_CONN_ENV, DEFAULT_SPARK_CONN),
-            name=f"sluice-{spec.name}",
-            spec_path=spec_file,
-        )
+        process = _process_task(spec, spec_file, job_path)
         planned: Any = plan()  # an XComArg; its value is the plan summary
         planned >> process >> commit(planned)
     return dag
+
+
+_EPOCH = "{{ ti.xcom_pull(task_ids='plan')['epoch'] }}"
+
+
+def _process_task(spec: PipelineSpec, spec_file: str, job_path: str | Path) -> Any:
+    """spark-submit of ``job_path`` (cold), or a request to ``sluice serve`` (warm)."""
+    if execution_mode(spec) == "warm":
+        return SluiceServedProcessOperator(
+            task_id="process",
+            spec_path=spec_file,
+            epoch=_EPOCH,
+            run_id="{{ run_id }}",
+            serve_conn_id=os.environ.get(SERVE_CONN_ENV) or DEFAULT_SERVE_CONN,
+        )
+    return SluiceProcessOperator(
+        task_id="process",
+        application=str(Path(job_path).resolve()),
+        application_args=["--spec", spec_file, "--epoch", _EPOCH, "--run-id", "{{ run_id }}"],
+        conn_id=os.environ.get(SPARK_CONN_ENV, DEFAULT_SPARK_CONN),
+        name=f"sluice-{spec.name}",
+        spec_path=spec_file,
+    )
+
+
+def _tags(spec: PipelineSpec) -> list[str]:
+    tags = ["sluice", f"qos{spec.qos}", f"source:{spec.source.type}"]
+    if execution_mode(spec) == "warm":
+        tags.append("execution:warm")
+    return tags
 
 
 def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, DAG]:
@@ -250,5 +289,14 @@ def _doc(spec: PipelineSpec, spec_file: str) -> str:
         "Trigger with config to cap the epoch (`max_records`), to restore from a "
         "checkpoint, a savepoint or explicit source offsets, or to take a savepoint "
         "(`take_savepoint`). `sluice checkpoints <spec>` shows the history, "
-        "`sluice savepoints <spec>` the savepoints."
+        "`sluice savepoints <spec>` the savepoints." + _warm_note(spec)
+    )
+
+
+def _warm_note(spec: PipelineSpec) -> str:
+    if execution_mode(spec) != "warm":
+        return ""
+    return (
+        "\n\nWarm execution: `process` runs on the `sluice serve` server of connection "
+        f"`{os.environ.get(SERVE_CONN_ENV) or DEFAULT_SERVE_CONN}` (docs/warm-execution.md)."
     )

@@ -21,6 +21,7 @@ from sluice.spec.exceptions import SpecError, SpecProblem
 from sluice.spec.model import (
     AGGREGATE_FUNCTIONS,
     EMIT_MODES,
+    EXECUTION_MODES,
     NUMERIC_TYPES,
     SCHEMA_TYPES,
     SINK_TYPES,
@@ -63,6 +64,7 @@ _TOP = {
     "select",
     "filter",
     "process",
+    "execution",
 }
 _SOURCE = {"type", "path", "format", "schema", "max_files_per_epoch", "header", "partition_by"}
 _NEXMARK_SOURCE = {
@@ -305,6 +307,7 @@ class _Checker:
         qos = self.qos(top.get("qos", 2))
         s3 = self.s3(top.get("s3"))
         restart = self.restart(top.get("restart"))
+        execution = self.execution(top)
         self.paths_apart(source, sinks, late, dead, checkpoint, name)
         operator = stateless or (window if process is None else process)
         if self.problems or None in (name, source, event_time, operator, checkpoint, late, dead):
@@ -329,6 +332,7 @@ class _Checker:
             filter=filter_,
             output=output,
             process=process,
+            execution=execution,  # type: ignore[arg-type]
             origin=self.origin,
         )
 
@@ -979,6 +983,14 @@ class _Checker:
             self.add("restart.multiplier", f"{multiplier!r} is not a number >= 1", "e.g. 2")
             multiplier = 2.0
         return RestartSpec(attempts, delay, max_delay, float(multiplier))
+
+    def execution(self, top: dict[str, Any]) -> str | None:
+        """Optional: ``cold`` (spark-submit) or ``warm`` (``sluice serve``); absent, the
+        deployment's ``SLUICE_EXECUTION`` decides (docs/warm-execution.md)."""
+        if top.get("execution") is None:
+            return None
+        hint = "(absent: the deployment's SLUICE_EXECUTION; docs/warm-execution.md)"
+        return self.string(top, "execution", "", EXECUTION_MODES, hint=hint)
 
     def s3(self, value: Any) -> S3Options | None:
         if value is None:

@@ -15,6 +15,7 @@ from sluice.storage.s3options import S3Options
 __all__ = [
     "AGGREGATE_FUNCTIONS",
     "EMIT_MODES",
+    "EXECUTION_MODES",
     "SCHEMA_TYPES",
     "SINK_TYPES",
     "WINDOW_TYPES",
@@ -45,6 +46,7 @@ AGGREGATE_FUNCTIONS = (
 WINDOW_TYPES = ("tumbling", "hopping", "session", "count")
 SINK_TYPES = ("files", "postgres", "delta")
 EMIT_MODES = ("on_close", "on_update")
+EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 STATE_KINDS = ("value", "list", "reducing", "map")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
 STATELESS_SHAPE: dict[str, Any] = {"operator": "stateless"}
@@ -247,6 +249,9 @@ class PipelineSpec:
     s3: S3Options | None = None
     restart: RestartSpec = field(default_factory=RestartSpec)
     process: ProcessSpec | None = None
+    # where Airflow runs the process step: "cold" (spark-submit), "warm" (``sluice serve``),
+    # or None: the deployment's ``SLUICE_EXECUTION``. Never changes what an epoch computes.
+    execution: Literal["cold", "warm"] | None = field(default=None, compare=False)
     origin: str = field(default="<memory>", compare=False)
 
     @property
