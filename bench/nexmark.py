@@ -40,7 +40,10 @@ import contextlib
 import json
 import os
 import platform
+import secrets
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -842,20 +845,62 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
         )
 
 
+SERVED_WARM_UP = 5  # epochs a new server runs before it is measured (JIT, codegen): see docs
+
+
 def run_fixed_served(work: Path, source: dict[str, Any], repeats: int) -> list[dict[str, float]]:
-    """The same through ``sluice serve`` (the warm execution mode of the DAG), if present."""
+    """The same through ``sluice serve`` (the DAG's warm execution, docs/warm-execution.md): a
+    server process with its own long-lived Spark driver; plan and commit here (the DAG's
+    Python tasks), process one HTTP request an epoch."""
+    from sluice.protocol import commit_epoch, plan_epoch
+    from sluice.serve import ServeClient, ServeError
+    from sluice.spec import load_spec
+
+    from tests.fixtures.pipelines import runtime
+
+    shutil.rmtree(work / "in", ignore_errors=True)
+    spec = sluice_spec("bench_fixed_served", SPECS["q5"], source, 2, work / "served")
+    rt = runtime(load_spec(str(spec)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    token = secrets.token_urlsafe(24)
+    log = (work / "serve.log").open("wb")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "sluice"), "serve", "--port", str(port),
+         "--master", f"local[{os.cpu_count() or 2}]", "--pipelines-dir", str(spec.parent)],
+        env={**os.environ, "SLUICE_SERVE_TOKEN": token, "SLUICE_SERVE_STATE_DIR": str(work / "st")},
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    client = ServeClient(f"http://127.0.0.1:{port}", token, timeout=120)
+    steps: list[dict[str, float]] = []
     try:
-        from sluice import server  # type: ignore[attr-defined]
-    except ImportError:
-        say("fixed: no sluice.server module: the served warm mode is not measured")
-        return []
-    return server_fixed_cost(server, work, source, repeats)
-
-
-def server_fixed_cost(
-    server: Any, work: Path, source: dict[str, Any], repeats: int
-) -> list[dict[str, float]]:
-    raise NotImplementedError("wired in once sluice serve exists")
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                client.health()
+                break
+            except ServeError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError(f"sluice serve did not start: see {work / 'serve.log'}")
+                time.sleep(0.2)
+        for n in range(repeats + SERVED_WARM_UP):  # state start and the server's warm-up
+            trickle_file(work / "in" / "bid", n)
+            t0 = time.perf_counter()
+            plan = plan_epoch(rt)
+            assert plan is not None
+            t1 = time.perf_counter()
+            client.process(spec, plan.epoch, f"bench_{n}")
+            t2 = time.perf_counter()
+            commit_epoch(rt, plan.epoch)
+            t3 = time.perf_counter()
+            if n >= SERVED_WARM_UP:
+                steps.append({"plan": t1 - t0, "process": t2 - t1, "commit": t3 - t2})
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=120)
+        log.close()
+    return steps
 
 
 # --- scaling ----------------------------------------------------------------------------
