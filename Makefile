@@ -7,7 +7,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-LINT_PATHS := include tests dags jobs plugins
+LINT_PATHS := include tests dags jobs plugins bench
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: help venv jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check

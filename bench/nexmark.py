@@ -48,7 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -118,12 +118,14 @@ class Report:
         self.rows.append(row)
         rate = f", {row.events_per_s:,.0f} events/s" if row.events and row.seconds else ""
         check = f" [{row.check}]" if row.check else ""
-        say(f"{row.section} {row.engine} {row.query} {row.format}: {row.seconds:.2f} s{rate}{check}")
+        say(
+            f"{row.section} {row.engine} {row.query} {row.format}: {row.seconds:.2f} s{rate}{check}"
+        )
         self.write()
         return row
 
     def write(self, final: bool = False) -> None:
-        from bench.report import render  # noqa: PLC0415 - bench/report.py: tables and chart
+        from bench.report import render
 
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(render(self, final=final))
@@ -212,7 +214,11 @@ def write_dataset(report: Report, events: int, file_events: int, formats: list[s
         shutil.rmtree(ds.root / fmt, ignore_errors=True)
         with timed() as t:
             write_files(
-                str(ds.root / fmt), 0, events, format=fmt, events_per_file=file_events  # type: ignore[arg-type]
+                str(ds.root / fmt),
+                0,
+                events,
+                format=fmt,
+                events_per_file=file_events,  # type: ignore[arg-type]
             )
         # Only bids are read: drop the person and auction files.
         for kind in ("person", "auction"):
@@ -220,8 +226,16 @@ def write_dataset(report: Report, events: int, file_events: int, formats: list[s
         size = sum(p.stat().st_size for p in ds.files(fmt))
         done.write_text("ok\n")
         report.add(
-            Row("data", "generator", "", fmt, events, t[0], len(ds.files(fmt)),
-                extra={"bytes": size})  # fmt: skip
+            Row(
+                "data",
+                "generator",
+                "",
+                fmt,
+                events,
+                t[0],
+                len(ds.files(fmt)),
+                extra={"bytes": size},
+            )
         )
     return ds
 
@@ -372,8 +386,12 @@ def check_output(query: str, ds: Dataset, relation_glob: str, *, closed_only: bo
                 f"SELECT max(epoch_us(date_time)) FROM {source_sql(ds, 'parquet')}"
             ).fetchone()[0]
             engine = f"SELECT * FROM ({engine}) WHERE we <= {wm}"
-        missing = con.execute(f"SELECT count(*) FROM (SELECT * FROM {reference} EXCEPT ALL {engine})").fetchone()[0]
-        extra = con.execute(f"SELECT count(*) FROM ({engine} EXCEPT ALL SELECT * FROM {reference})").fetchone()[0]
+        missing = con.execute(
+            f"SELECT count(*) FROM (SELECT * FROM {reference} EXCEPT ALL {engine})"
+        ).fetchone()[0]
+        extra = con.execute(
+            f"SELECT count(*) FROM ({engine} EXCEPT ALL SELECT * FROM {reference})"
+        ).fetchone()[0]
         if missing == extra == 0:
             return "match"
         return f"DIFFERS: {missing} reference rows missing, {extra} rows not in the reference"
@@ -475,7 +493,10 @@ def sluice_spec(
     spec = {
         "name": name,
         "source": source,
-        "event_time": {"column": source.get("event_time", "date_time"), "max_out_of_orderness": "0s"},
+        "event_time": {
+            "column": source.get("event_time", "date_time"),
+            "max_out_of_orderness": "0s",
+        },
         **body,
         "qos": qos,
         "sinks": [{"name": "out", "type": "files", "path": str(work / "out"), "format": "parquet"}],
@@ -567,8 +588,15 @@ def run_sluice_epochs(
             ref = result.state
             size = sum(int(v.split(":", 1)[0]) for _, v in ref.files or ())
             epochs.append(
-                EpochTimes(t1 - t0, t2 - t1, t3 - t2, state.seconds, size, ref.rows,
-                           result.stats.records_read)  # fmt: skip
+                EpochTimes(
+                    t1 - t0,
+                    t2 - t1,
+                    t3 - t2,
+                    state.seconds,
+                    size,
+                    ref.rows,
+                    result.stats.records_read,
+                )
             )
     return epochs
 
@@ -639,7 +667,9 @@ def rows_out(glob: str) -> int:
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def run_sss(report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str]) -> None:
+def run_sss(
+    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str]
+) -> None:
     """Structured Streaming: AvailableNow over the same files, RocksDB state, a checkpoint
     location; one micro-batch per epoch's worth of files. Each query first runs once over a
     folder holding the first file only (not timed), as Sluice's runs are warmed up."""
@@ -774,11 +804,15 @@ def trickle_file(folder: Path, n: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     table = pa.table(
         {
-            "event_id": [n], "auction": [n % 7], "bidder": [n % 5], "price": [100 + n],
-            "channel": ["c"], "url": ["u"],
+            "event_id": [n],
+            "auction": [n % 7],
+            "bidder": [n % 5],
+            "price": [100 + n],
+            "channel": ["c"],
+            "url": ["u"],
             "date_time": pa.array([start + n * SECOND_US], pa.timestamp("us", tz="UTC")),
             "extra": [""],
-        }  # fmt: skip
+        }
     )
     pq.write_table(table, folder / f"events-{n:012d}.parquet")
 
@@ -810,8 +844,17 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
         steps: dict[str, float] = {}
         for step, command in (
             ("plan", [sluice_cli, "plan", str(spec)]),
-            ("process", [*submit, str(ROOT / "jobs" / "run_epoch.py"), "--spec", str(spec),
-                         "--epoch", str(n + 1)]),  # fmt: skip
+            (
+                "process",
+                [
+                    *submit,
+                    str(ROOT / "jobs" / "run_epoch.py"),
+                    "--spec",
+                    str(spec),
+                    "--epoch",
+                    str(n + 1),
+                ],
+            ),
             ("commit", [sluice_cli, "commit", str(spec)]),
         ):
             with timed() as t:
@@ -840,8 +883,17 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
         medians = {k: statistics.median(r[k] for r in runs) for k in ("plan", "process", "commit")}
         total = statistics.median(sum(r.values()) for r in runs)
         report.add(
-            Row("fixed", mode, "q5", "parquet", 1, total, None, "",
-                extra={**{f"{k}_s": v for k, v in medians.items()}, "repeats": len(runs)})  # fmt: skip
+            Row(
+                "fixed",
+                mode,
+                "q5",
+                "parquet",
+                1,
+                total,
+                None,
+                "",
+                extra={**{f"{k}_s": v for k, v in medians.items()}, "repeats": len(runs)},
+            )
         )
 
 
@@ -882,7 +934,7 @@ def run_fixed_served(work: Path, source: dict[str, Any], repeats: int) -> list[d
                 break
             except ServeError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError(f"sluice serve did not start: see {work / 'serve.log'}")
+                    raise RuntimeError(f"no sluice serve: see {work}/serve.log") from None
                 time.sleep(0.2)
         for n in range(repeats + SERVED_WARM_UP):  # state start and the server's warm-up
             trickle_file(work / "in" / "bid", n)
@@ -945,15 +997,21 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
         source = {"type": "files", "path": str(work / "in"), "format": "parquet",
                   "schema": {"key": "long", "value": "long", "ts": "timestamp"},
                   "max_files_per_epoch": 1, "event_time": "ts"}  # fmt: skip
-        body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"},
-                "aggregates": {"n": "count(*)", "total": "sum(value)"}, "emit": "on_close"}  # fmt: skip
+        body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"}, "emit": "on_close",
+                "aggregates": {"n": "count(*)", "total": "sum(value)"}}  # fmt: skip
         spec = sluice_spec("bench_state", body, source, 2, work / "run")
         epochs = run_sluice_epochs(spark, spec)
         first, rest = epochs[0], epochs[1:]
         report.add(
             Row(
-                "scaling-state", "Sluice qos 2", "tumbling 1d per key", "parquet", touched,
-                statistics.median(e.total for e in rest), None, "",
+                "scaling-state",
+                "Sluice qos 2",
+                "tumbling 1d per key",
+                "parquet",
+                touched,
+                statistics.median(e.total for e in rest),
+                None,
+                "",
                 extra={
                     "state_keys": keys,
                     "touched_keys": touched,
@@ -963,7 +1021,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
                     "state_bytes": rest[-1].state_bytes,
                     "state_rows": rest[-1].state_rows,
                 },
-            )  # fmt: skip
+            )
         )
     for size in epoch_sizes:
         data = CACHE / "nexmark" / f"epochs-{size}"
@@ -975,13 +1033,21 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
             (data / ".complete").write_text("ok\n")
         source = {"type": "files", "path": str(data / "bid"), "format": "parquet",
                   "schema": dict(BID_SCHEMA), "max_files_per_epoch": 1}  # fmt: skip
-        spec = sluice_spec("bench_epochs", SPECS["q11"], source, 2, WORK / "scaling" / f"epochs-{size}")
+        spec = sluice_spec(
+            "bench_epochs", SPECS["q11"], source, 2, WORK / "scaling" / f"epochs-{size}"
+        )
         epochs = run_sluice_epochs(spark, spec)
         last = epochs[-1]
         report.add(
             Row(
-                "scaling-epoch", "Sluice qos 2", "q11", "parquet", last.records, last.total,
-                None, "",
+                "scaling-epoch",
+                "Sluice qos 2",
+                "q11",
+                "parquet",
+                last.records,
+                last.total,
+                None,
+                "",
                 extra={
                     "events_per_epoch": size,
                     "first_epoch_s": epochs[0].total,
@@ -989,7 +1055,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
                     "state_rows": last.state_rows,
                     "state_bytes": last.state_bytes,
                 },
-            )  # fmt: skip
+            )
         )
 
 
@@ -1076,8 +1142,12 @@ def ints(text: str) -> list[int]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke-size defaults (make bench-quick)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke-size defaults (make bench-quick)"
+    )
     parser.add_argument("--events", type=int, default=None, help="Nexmark events (default 10M)")
     parser.add_argument("--epoch-events", type=int, default=None, help="events per epoch (1M)")
     parser.add_argument("--file-events", type=int, default=None, help="events per file (100k)")

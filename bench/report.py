@@ -34,7 +34,9 @@ def render(report: Any, *, final: bool) -> str:
         "",
     ]
     lines += _targets(report)
-    throughput = [r for r in report.rows if r.section in ("duckdb", "plain", "sluice", "sss", "flink")]
+    throughput = [
+        r for r in report.rows if r.section in ("duckdb", "plain", "sluice", "sss", "flink")
+    ]
     if throughput:
         lines += [
             "## Throughput",
@@ -42,7 +44,9 @@ def render(report: Any, *, final: bool) -> str:
             "| engine | query | format | bids | s | bids/s | per core | rows out | check | machine | date | command |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in sorted(throughput, key=lambda r: (_qorder(r.query), r.format != "parquet", _eorder(r.engine))):
+        for r in sorted(
+            throughput, key=lambda r: (_qorder(r.query), r.format != "parquet", _eorder(r.engine))
+        ):
             lines.append(
                 f"| {r.engine} | {r.query} | {r.format} | {r.events:,} | {r.seconds:.1f} | "
                 f"{r.events_per_s:,.0f} | {r.events_per_s / (os.cpu_count() or 1):,.0f} | "
@@ -152,7 +156,12 @@ def render(report: Any, *, final: bool) -> str:
         lines.append("")
     data = [r for r in report.rows if r.section == "data"]
     if data:
-        lines += ["## Input", "", "| format | events | files | size | generated in s |", "|---|---|---|---|---|"]
+        lines += [
+            "## Input",
+            "",
+            "| format | events | files | size | generated in s |",
+            "|---|---|---|---|---|",
+        ]
         for r in data:
             lines.append(
                 f"| {r.format} | {r.events:,} | {r.rows_out} | {_size(r.extra['bytes'])} | {r.seconds:.1f} |"
@@ -171,7 +180,14 @@ def _targets(report: Any) -> list[str]:
     out: list[str] = []
 
     def find(section: str, engine: str, query: str, fmt: str = "parquet") -> Any:
-        return next((r for r in rows if (r.section, r.engine, r.query, r.format) == (section, engine, query, fmt)), None)
+        return next(
+            (
+                r
+                for r in rows
+                if (r.section, r.engine, r.query, r.format) == (section, engine, query, fmt)
+            ),
+            None,
+        )
 
     for q in ("q5", "q7", "q11"):
         s2 = find("sluice", "Sluice qos 2", q)
@@ -239,7 +255,13 @@ def _chart(report: Any) -> Path | None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     fig.suptitle(f"Nexmark, {report.args.events:,} events — {report.command}", fontsize=10)
     ax = axes[0][0]
-    tp = [r for r in rows if r.section in ("duckdb", "sluice", "sss", "flink") and r.format == "parquet" and r.check.startswith(("match", "reference"))]
+    tp = [
+        r
+        for r in rows
+        if r.section in ("duckdb", "sluice", "sss", "flink")
+        and r.format == "parquet"
+        and r.check.startswith(("match", "reference"))
+    ]
     engines = sorted({r.engine for r in tp}, key=_eorder)
     width = 0.8 / max(1, len(engines))
     for i, engine in enumerate(engines):
@@ -265,20 +287,40 @@ def _chart(report: Any) -> Path | None:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     plain = [r.extra["plain_epoch_s"] for r in sl]
     if any(p is not None for p in plain):
-        ax.scatter(labels, [p if p is not None else float("nan") for p in plain], color="black", marker="_", s=200, label="plain batch", zorder=3)
+        ax.scatter(
+            labels,
+            [p if p is not None else float("nan") for p in plain],
+            color="black",
+            marker="_",
+            s=200,
+            label="plain batch",
+            zorder=3,
+        )
     ax.set_ylabel("s per epoch (median)")
     ax.set_title("Sluice epoch: plan / process / commit")
     ax.tick_params(axis="x", labelrotation=70, labelsize=7)
     ax.legend(fontsize=7)
 
     for ax, section, xkey, title in (
-        (axes[1][0], "scaling-state", "state_keys", "Epoch time vs total state keys (touched fixed)"),
+        (
+            axes[1][0],
+            "scaling-state",
+            "state_keys",
+            "Epoch time vs total state keys (touched fixed)",
+        ),
         (axes[1][1], "scaling-epoch", "events_per_epoch", "Epoch time vs events per epoch (q11)"),
     ):
         pts = [r for r in rows if r.section == section]
         if pts:
-            ax.plot([r.extra[xkey] for r in pts], [r.seconds for r in pts], marker="o", label="epoch")
-            ax.plot([r.extra[xkey] for r in pts], [r.extra["process_s"] for r in pts], marker=".", label="process")
+            ax.plot(
+                [r.extra[xkey] for r in pts], [r.seconds for r in pts], marker="o", label="epoch"
+            )
+            ax.plot(
+                [r.extra[xkey] for r in pts],
+                [r.extra["process_s"] for r in pts],
+                marker=".",
+                label="process",
+            )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.legend(fontsize=7)
