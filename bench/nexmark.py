@@ -1088,7 +1088,8 @@ def main() -> int:
         raise SystemExit(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
     formats = ["parquet", "jsonl"]
     files_per_epoch = args.epoch_events // args.file_events
-    report = Report(args.label or "bench/nexmark.py " + " ".join(sys.argv[1:]), args, args.out)
+    command = " ".join(["bench/nexmark.py", *sys.argv[1:]])
+    report = Report(args.label or command, args, args.out)
     say(f"{report.command}: {machine()}, {cpu_model()}; sections {', '.join(sections)}")
 
     ds = write_dataset(report, args.events, args.file_events, formats)

@@ -309,14 +309,16 @@ def classify_epoch(
     narrow = derived.select(*[F.col(f"`{c}`") for c in wanted])
     narrow = narrow.withColumn(
         "_ts_us", F.when(F.col("_error").isNull(), F.unix_micros(F.col(f"`{et.column}`")))
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    if not spec.source.rereads_cheaply:  # read by several actions below and by the sinks
+        narrow = narrow.persist(StorageLevel.MEMORY_AND_DISK)
     chunks = _chunks(narrow)
     watermark = carried.advanced(((c.partition, c.high) for c in chunks), waiting)
     before_us = carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     after_us = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     frame = narrow.withColumn("_epoch", F.lit(epoch).cast("long"))
     types = dict(frame.dtypes)
-    cached = [narrow]
+    cached = [] if spec.source.rereads_cheaply else [narrow]
     if positions:
         ooo = et.max_out_of_orderness_us
         bounds = chunk_bounds(carried, chunks, ooo, before_us, first_close)
