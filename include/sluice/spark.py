@@ -37,6 +37,7 @@ __all__ = [
     "configure_s3",
     "delta_conf",
     "delta_jar",
+    "engine_jars",
     "jars_dir",
     "launched_by_spark_submit",
     "package_zip",
@@ -150,6 +151,14 @@ def s3a_jars() -> list[Path]:
     return sorted(p for p in folder.glob("*.jar") if p.is_file())
 
 
+def engine_jars() -> list[Path]:
+    """Every jar a Sluice Spark session needs: the helper jar (:mod:`sluice.jvm`, built on
+    first use) and :func:`s3a_jars`. spark-submit gets them as ``--jars``."""
+    from sluice.jvm import helper_jar
+
+    return [helper_jar(), *s3a_jars()]
+
+
 def delta_jar() -> Path | None:
     """The Delta Lake jar in :func:`jars_dir` (``delta-spark_2.13-<version>.jar``), if any."""
     found = [p for p in s3a_jars() if p.name.startswith(DELTA_JAR_PREFIX)]
@@ -254,9 +263,7 @@ def spark_session(
             # executors a cluster manager starts.
             os.environ["PYSPARK_PYTHON"] = sys.executable
             conf["spark.pyspark.python"] = sys.executable
-    jars = s3a_jars()
-    if jars:
-        conf["spark.jars"] = ",".join(str(p) for p in jars)
+    conf["spark.jars"] = ",".join(str(p) for p in engine_jars())
     conf.update(delta_conf())
     conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3).items()})
     conf.update(extra_conf or {})
