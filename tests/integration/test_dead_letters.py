@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sluice.protocol import run_until_drained
 from sluice.spec import parse_spec
-from sluice.windows import InvalidExpression
+from sluice.operators.base import InvalidExpression
 
 from tests.fixtures.pipelines import committed_rows, runtime
 

@@ -24,7 +24,7 @@ from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import StateMigration, compare_shapes
 from sluice.sources.base import Offset
 from sluice.storage import ObjectAlreadyExists
-from sluice.windows.watermarks import WatermarkState
+from sluice.operators.watermarks import WatermarkState
 
 __all__ = ["plan_epoch"]
 

@@ -100,6 +100,10 @@ class Sink(ABC):
 
     name: str
     supports_retraction: bool = False
+    # True: ``prepare``/``write`` accept ``rows=None`` (not counted yet) and count the rows
+    # as they write them (sluice.jvm.udfs.counting), returning the count in Prepared.rows, so
+    # the epoch needs no job of its own to count. False: the engine counts first.
+    counts_rows: bool = False
 
     @abstractmethod
     def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared: ...

@@ -111,7 +111,7 @@ def parse_parquet(
     error); any other is read as text and cast like JSON's, so a value that does not fit is a
     ``wrong_type`` dead letter. ``_raw`` (every column of the row as JSON) is only built for
     rows with such an error: the dead-letter sink rebuilds the others from the schema columns
-    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it.
+    (:func:`sluice.operators.records.dead_rows`), so well-typed rows never pay for it.
 
     ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
     Spark infers them, merging every file's schema."""

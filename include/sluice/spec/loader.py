@@ -107,7 +107,7 @@ _TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 # Any of these makes a pipeline stateful; without them it is stateless (docs/stateless.md).
 _STATEFUL = frozenset({"window", "aggregates", "emit", "process"})
-_CHECKPOINT = {"storage", "interval", "timeout", "retained"}
+_CHECKPOINT = {"storage", "interval", "timeout", "retained", "compact_every"}
 _S3 = {"endpoint_url", "region"}
 _RESTART = {"attempts", "delay", "max_delay", "multiplier"}
 
@@ -955,7 +955,8 @@ class _Checker:
         interval = self.duration(data, "interval", "checkpoint", default="1m", positive=True)
         timeout = self.duration(data, "timeout", "checkpoint", default="10m", positive=True)
         retained = self.positive_int(data, "retained", "checkpoint", 10) or 10
-        return CheckpointSpec(storage, interval, timeout, retained) if storage else None
+        every = self.positive_int(data, "compact_every", "checkpoint", 10) or 10
+        return CheckpointSpec(storage, interval, timeout, retained, every) if storage else None
 
     def qos(self, value: Any) -> int:
         if value not in (0, 1, 2) or isinstance(value, bool):

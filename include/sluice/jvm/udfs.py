@@ -1,0 +1,152 @@
+"""The helper jar's UDFs as PySpark columns, and its ledgers as Python values.
+
+Each call builds a new UDF object on the driver: Spark serializes it into every task, so each
+task works on its own copy (their state is per task) and reports into the ledger passed in,
+a Spark accumulator registered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sluice.exceptions import SluiceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+__all__ = [
+    "Ledger",
+    "LedgerRow",
+    "class_tally",
+    "counted",
+    "counting",
+    "line_info",
+    "new_ledger",
+    "position_max",
+]
+
+
+class HelperClassesMissing(SluiceError):
+    """The Spark session was started without Sluice's helper jar."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this Spark session cannot load Sluice's helper classes (io.sluice.spark): start it "
+            "with sluice.spark.spark_session(), or add the jars of sluice.spark.engine_jars() "
+            "to spark.jars / spark-submit --jars"
+        )
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One run's slots: ``(partition, major, task)`` and the values."""
+
+    partition: str
+    major: int
+    task: int
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A :class:`io.sluice.spark.RunLedger` registered with the SparkContext."""
+
+    java: Any
+
+    def rows(self) -> list[LedgerRow]:
+        """Every run reported so far (one Py4J call)."""
+        found = []
+        for line in str(self.java.dump()).splitlines():
+            key, *values = line.split("\t")
+            partition, major, task = key.split("\u0001")
+            found.append(LedgerRow(partition, int(major), int(task), tuple(map(int, values))))
+        return found
+
+
+def _jvm(spark: SparkSession) -> Any:
+    jvm: Any = spark.sparkContext._jvm
+    from py4j.java_gateway import JavaClass
+
+    if not isinstance(jvm.io.sluice.spark.RunLedger, JavaClass):
+        raise HelperClassesMissing()
+    return jvm
+
+
+def new_ledger(spark: SparkSession, kind: str) -> Ledger:
+    """A ledger for the UDF class ``kind`` (``PositionMax`` or ``ClassTally``)."""
+    jvm = _jvm(spark)
+    java = getattr(jvm.io.sluice.spark, kind).newLedger()
+    spark.sparkContext._jsc.sc().register(java, f"sluice-{kind}")
+    return Ledger(java)
+
+
+def _udf(spark: SparkSession, obj: Any, returns: str, *columns: Column | str) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+    from pyspark.sql.classic.column import _to_java_column, _to_seq
+
+    jvm = _jvm(spark)
+    kind = getattr(jvm.org.apache.spark.sql.types.DataTypes, returns)
+    function = jvm.org.apache.spark.sql.functions.udf(obj, kind).asNondeterministic()
+    args = _to_seq(spark.sparkContext, [_to_java_column(c) for c in columns])
+    return ClassicColumn(function.apply(args))
+
+
+def position_max(
+    spark: SparkSession, ledger: Ledger, partition: Column | str, major: Column | str,
+    line: Column | str, ts: Column | str,
+) -> Column:  # fmt: skip
+    """The largest ``ts`` of the earlier rows of the same run (``io.sluice.spark.PositionMax``)."""
+    obj = _jvm(spark).io.sluice.spark.PositionMax(ledger.java)
+    return _udf(spark, obj, "LongType", partition, major, line, ts)
+
+
+def class_tally(
+    spark: SparkSession, ledger: Ledger, partition: Column | str, major: Column | str,
+    code: Column | str, extra: Column | str, anchor: Column | str | None = None,
+) -> Column:  # fmt: skip
+    """``code`` as is, counted per run and class (``io.sluice.spark.ClassTally``).
+    ``anchor``: a (long) column Spark must evaluate for every counted row."""
+    from pyspark.sql import functions as F
+
+    obj = _jvm(spark).io.sluice.spark.ClassTally(ledger.java)
+    anchored = anchor if anchor is not None else F.lit(None).cast("long")
+    return _udf(spark, obj, "IntegerType", partition, major, code, extra, anchored)
+
+
+def line_info(
+    spark: SparkSession, json: bool, lines_before: dict[str, dict[int, int]],
+    path: Column | str, block_start: Column | str, value: Column | str,
+) -> Column:  # fmt: skip
+    """``line | flags << 48`` of each text row (``io.sluice.spark.LineInfo``)."""
+    jvm = _jvm(spark)
+    table = jvm.java.util.HashMap()
+    for file_path, starts in lines_before.items():
+        inner = jvm.java.util.HashMap()
+        for start, before in starts.items():
+            inner.put(jvm.java.lang.Long(start), jvm.java.lang.Long(before))
+        table.put(file_path, inner)
+    obj = jvm.io.sluice.spark.LineInfo(json, table)
+    return _udf(spark, obj, "LongType", path, block_start, value)
+
+
+def counting(
+    spark: SparkSession, frame: Any, label: str, code: Column | None = None
+) -> tuple[Any, Ledger]:
+    """``frame`` with every row counted as Spark produces it (per ``code``, default 0), for
+    a write to report how many rows it wrote without a job of its own: a filter that is
+    always true, but that Spark cannot drop or move (the UDF is not deterministic)."""
+    from pyspark.sql import functions as F
+
+    ledger = new_ledger(spark, "ClassTally")
+    tallied = class_tally(spark, ledger, F.lit(label), F.lit(0), code if code is not None
+                          else F.lit(0), F.lit(0))  # fmt: skip
+    return frame.where(tallied >= F.lit(0)), ledger
+
+
+def counted(ledger: Ledger, code: int | None = None) -> int:
+    """Rows a :func:`counting` frame produced (of ``code``, or all)."""
+    total = 0
+    for row in ledger.rows():
+        total += sum(row.slots[:5]) if code is None else row.slots[code]
+    return total
