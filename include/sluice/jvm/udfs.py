@@ -81,15 +81,16 @@ def new_ledger(spark: SparkSession, kind: str) -> Ledger:
     return Ledger(java)
 
 
-def _udf(spark: SparkSession, obj: Any, returns: str, *columns: Column | str) -> Column:
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column, _to_seq
+def _column(spark: SparkSession, column: Column | str) -> Any:
+    from pyspark.sql.classic.column import _to_java_column
 
-    jvm = _jvm(spark)
-    kind = getattr(jvm.org.apache.spark.sql.types.DataTypes, returns)
-    function = jvm.org.apache.spark.sql.functions.udf(obj, kind).asNondeterministic()
-    args = _to_seq(spark.sparkContext, [_to_java_column(c) for c in columns])
-    return ClassicColumn(function.apply(args))
+    return _to_java_column(column)
+
+
+def _wrap(java: Any) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(java)
 
 
 def position_max(
@@ -97,8 +98,8 @@ def position_max(
     line: Column | str, ts: Column | str,
 ) -> Column:  # fmt: skip
     """The largest ``ts`` of the earlier rows of the same run (``io.sluice.spark.PositionMax``)."""
-    obj = _jvm(spark).io.sluice.spark.PositionMax(ledger.java)
-    return _udf(spark, obj, "LongType", partition, major, line, ts)
+    args = [_column(spark, c) for c in (partition, major, line, ts)]
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.positionMax(ledger.java, *args))
 
 
 def class_tally(
@@ -109,9 +110,9 @@ def class_tally(
     ``anchor``: a (long) column Spark must evaluate for every counted row."""
     from pyspark.sql import functions as F
 
-    obj = _jvm(spark).io.sluice.spark.ClassTally(ledger.java)
     anchored = anchor if anchor is not None else F.lit(None).cast("long")
-    return _udf(spark, obj, "IntegerType", partition, major, code, extra, anchored)
+    args = [_column(spark, c) for c in (partition, major, code, extra, anchored)]
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.classTally(ledger.java, *args))
 
 
 def line_info(
@@ -126,8 +127,8 @@ def line_info(
         for start, before in starts.items():
             inner.put(jvm.java.lang.Long(start), jvm.java.lang.Long(before))
         table.put(file_path, inner)
-    obj = jvm.io.sluice.spark.LineInfo(json, table)
-    return _udf(spark, obj, "LongType", path, block_start, value)
+    args = [_column(spark, c) for c in (path, block_start, value)]
+    return _wrap(jvm.io.sluice.spark.Udfs.lineInfo(json, table, *args))
 
 
 def counting(

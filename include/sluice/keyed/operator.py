@@ -36,6 +36,7 @@ from sluice.keyed.runner import (
 from sluice.spec.types import arrow_type, spark_ddl
 from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, null_safe_join
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
+from sluice.operators.sqltext import Sql
 from sluice.operators.stateless import no_late_rows
 
 if TYPE_CHECKING:
@@ -136,11 +137,11 @@ class _ExactWatermarks:
     """No record is late under a process function, but each sees its exact watermark
     (``ctx.watermark``): any bound below the exact one could change what a function sees."""
 
-    def late(self, ts: Any, wm: Any) -> Any:
-        return F.lit(False)
+    def late(self, ts: Sql, wm: Sql) -> Sql:
+        return Sql("false")
 
-    def missed(self, ts: Any, wm: Any) -> Any:
-        return F.lit(0)
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        return Sql("0")
 
     def first_close(self, ts: int) -> int:
         return -(2**62)

@@ -120,8 +120,8 @@ class EpochInput:
     source_uri: str
     waiting: tuple[str, ...] = ()  # partitions with unread input after this epoch
     # lower bounds of the largest event time before each (partition, major) in this epoch,
-    # known without reading the records (Parquet footers): {(partition, major): µs}
-    before_hints: dict[tuple[str, int], int] = field(default_factory=dict)
+    # known without reading the records (Parquet footers): {(partition, major): µs or None}
+    before_hints: dict[tuple[str, int], int | None] = field(default_factory=dict)
     compact: bool = False  # write S_{k+1} as a full base
 
 

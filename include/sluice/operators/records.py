@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, Window
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sluice.jvm.udfs import Ledger, class_tally, new_ledger, position_max
@@ -37,6 +37,7 @@ from sluice.operators.base import (
     quoted,
 )
 from sluice.operators.expressions import failure_reason, guarded
+from sluice.operators.sqltext import Sql, lit, when
 from sluice.operators.watermarks import Run, WatermarkState, verify_runs
 
 if TYPE_CHECKING:
@@ -65,11 +66,11 @@ class Lateness(Protocol):
     """An operator's lateness rule, one definition for every path: the pass's Spark columns
     and the driver's integer check both come from it."""
 
-    def late(self, ts: Column, wm: Column) -> Column:
+    def late(self, ts: Sql, wm: Sql) -> Sql:
         """True for a record every window of which closed at its position."""
         ...
 
-    def missed(self, ts: Column, wm: Column) -> Column:
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
         """How many late-records rows the record gives (the windows it missed)."""
         ...
 
@@ -152,9 +153,8 @@ def classify(
         dropped = (*POSITION, "_raw", "_error", "_file")
         columns = tuple(c for c in derived.columns if c not in dropped)
     wanted = list(dict.fromkeys((*POSITION, "_error", et.column, *columns, "_keep")))
-    frame = derived.select(*[F.col(quoted(c)) for c in wanted])
-    ts = F.when(F.col("_error").isNull(), F.unix_micros(F.col(quoted(et.column))))
-    frame = frame.withColumn("_ts_us", ts)
+    ts = f"CASE WHEN _error IS NULL THEN unix_micros({quoted(et.column)}) END AS _ts_us"
+    frame = derived.selectExpr(*[quoted(c) for c in wanted], ts)
     positions, tally = new_ledger(spark, "PositionMax"), new_ledger(spark, "ClassTally")
     before_us = inp.carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     used = _bounds(inp)
@@ -164,32 +164,32 @@ def classify(
         "_pm", position_max(spark, positions, "_partition", "_major", "_line", "_ts_us")
     )
     if mode == SCAN:
-        prefix = F.greatest(_bound_column(inp, used), F.col("_pm"))
+        prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
     else:
         prefix = _exact_prefix(inp.carried)
-    wm = prefix - F.lit(et.max_out_of_orderness_us)
+    wm = f"{prefix} - {et.max_out_of_orderness_us}"
     if before_us is not None:
-        wm = F.greatest(wm, F.lit(before_us))
-    frame = frame.withColumn("_wm", wm)
-    kind = F.when(F.col("_error").isNotNull(), F.lit(DEAD)).when(~F.col("_keep"), F.lit(FILTERED))
-    missed: Column = F.lit(0)
+        wm = f"greatest({wm}, {before_us}L)"
+    frame = frame.selectExpr("*", f"{wm} AS _wm")
+    branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
+    missed: Sql | int = 0
     if lateness is not None:
-        is_late = F.col("_wm").isNotNull() & lateness.late(F.col("_ts_us"), F.col("_wm"))
-        kind = kind.when(is_late, F.lit(LATE))
-        missed = F.coalesce(lateness.missed(F.col("_ts_us"), F.col("_wm")), F.lit(0)).cast("int")
-    kind = kind.otherwise(F.lit(ACCEPTED))
-    frame = frame.withColumn("_class", kind).withColumn(
-        "_class",
-        class_tally(spark, tally, "_partition", "_major", "_class",
-                    F.when(F.col("_class") <= F.lit(LATE), missed).otherwise(F.lit(0)), "_pm"),
-    )  # fmt: skip
-    frame = frame.drop("_pm")
-    frame = frame.withColumn("_epoch", F.lit(inp.epoch).cast("long"))
+        branches.append((WM.not_null() & lateness.late(TS, WM), LATE))
+        missed = Sql(f"CAST(coalesce({lateness.missed(TS, WM)}, 0) AS INT)")
+    kind = when(*branches, otherwise=ACCEPTED)
+    extra = when((Sql(f"_kind <= {LATE}"), missed), otherwise=0)
+    frame = frame.selectExpr("*", f"{kind} AS _kind", f"{extra} AS _extra")
+    tallied = class_tally(spark, tally, "_partition", "_major", "_kind", "_extra", "_pm")
+    frame = frame.withColumn("_class", tallied).drop("_pm", "_kind", "_extra")
+    frame = frame.selectExpr("*", f"{inp.epoch}L AS _epoch")
     types = dict(frame.dtypes)
     return Classification(
         frame, derived, types, mode, inp.carried, spec, inp.waiting, before_us, used,
         lateness, positions, tally,
     )  # fmt: skip
+
+
+TS, WM = Sql("_ts_us"), Sql("_wm")
 
 
 def _bounds(inp: EpochInput) -> Callable[[str, int], int | None]:
@@ -205,38 +205,35 @@ def _bounds(inp: EpochInput) -> Callable[[str, int], int | None]:
     return used
 
 
-def _bound_column(inp: EpochInput, used: Callable[[str, int], int | None]) -> Column:
-    """:func:`_bounds` as a column (per major when hints exist, else per partition)."""
+def _bound_sql(inp: EpochInput, used: Callable[[str, int], int | None]) -> str:
+    """:func:`_bounds` as SQL: per major when the hints name every major of the epoch
+    (files), else per partition."""
     carried = inp.carried.max_event_time_us
-    if inp.before_hints:
-        majors = sorted({m for _, m in inp.before_hints})
-        partition_of = {m: p for p, m in inp.before_hints}
-        values = [used(partition_of[m], m) for m in range(max(majors) + 1)] if majors else []
-        if majors == list(range(len(majors))) and len(partition_of) == len(majors):
-            table = F.array(*[F.lit(v).cast("long") for v in values])
-            return F.element_at(table, F.col("_major") + F.lit(1))
-    if not carried:
-        return F.lit(None).cast("long")
-    if len(carried) == 1:
-        (partition, value), = carried.items()
-        return F.when(F.col("_partition") == F.lit(partition), F.lit(value))
-    pairs = [x for p, v in sorted(carried.items()) for x in (F.lit(p), F.lit(v))]
-    return F.element_at(F.create_map(*pairs), F.col("_partition"))
+    partition_of = {m: p for p, m in inp.before_hints}
+    if partition_of and sorted(partition_of) == list(range(len(partition_of))):
+        values = [used(partition_of[m], m) for m in range(len(partition_of))]
+        table = ", ".join("CAST(NULL AS BIGINT)" if v is None else f"{v}L" for v in values)
+        return f"element_at(array({table}), _major + 1)"
+    return _per_partition(carried)
 
 
-def _exact_prefix(carried: WatermarkState) -> Column:
+def _per_partition(values: dict[str, int]) -> str:
+    if not values:
+        return "CAST(NULL AS BIGINT)"
+    pairs = ", ".join(f"{lit(p)}, {v}L" for p, v in sorted(values.items()))
+    return f"try_element_at(map({pairs}), _partition)"
+
+
+def _exact_prefix(carried: WatermarkState) -> str:
     """The largest valid event time before each record in its partition, with a window
     function over the whole partition in position order (the slow, always-exact path)."""
-    earlier = (
-        Window.partitionBy("_partition")
-        .orderBy("_major", "_line")
-        .rowsBetween(Window.unboundedPreceding, -1)
+    within = (
+        "max(_ts_us) OVER (PARTITION BY _partition ORDER BY _major, _line "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
     )
-    within = F.max("_ts_us").over(earlier)
     if not carried.max_event_time_us:
         return within
-    pairs = [x for p, v in sorted(carried.max_event_time_us.items()) for x in (F.lit(p), F.lit(v))]
-    return F.greatest(F.element_at(F.create_map(*pairs), F.col("_partition")), within)
+    return f"greatest({_per_partition(carried.max_event_time_us)}, {within})"
 
 
 def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -247,7 +244,7 @@ def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     for name, expression in spec.select:
         frame = _evaluate(frame, spec, f"select.{name}", expression, name)
     if not spec.filter:
-        return frame.withColumn("_keep", F.lit(True))
+        return frame.selectExpr("*", "true AS _keep")
     frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
     return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
 

@@ -145,16 +145,18 @@ class FilesSink(Sink):
         self.store.delete_prefix(self.staging_prefix(prepared.epoch, prepared.attempt))
 
     def abort_others(self, epoch: int, keep: str | None) -> int:
-        """Delete staged output of every attempt of ``epoch`` except ``keep``."""
-        mine = self.staging_prefix(epoch, keep) if keep else None
-        doomed = [
-            i.key
-            for i in self.store.list(f"{STAGING}/{epoch:012d}-")
-            if mine is None or not i.key.startswith(mine)
-        ]
-        for key in doomed:
-            self.store.delete(key)
-        return len(doomed)
+        """Delete staged output of every attempt of ``epoch`` except ``keep``: whole attempt
+        folders, so the hidden files Spark writes beside its output (``.crc``) go too."""
+        epoch_prefix = f"{STAGING}/{epoch:012d}-"
+        if keep is None:
+            return self.store.delete_prefix(epoch_prefix)
+        mine = self.staging_prefix(epoch, keep)
+        attempts = {
+            i.key[: i.key.index("/", len(STAGING) + 1) + 1]
+            for i in self.store.list(epoch_prefix)
+            if not i.key.startswith(mine)
+        }
+        return sum(self.store.delete_prefix(prefix) for prefix in sorted(attempts))
 
     def committed_keys(self) -> list[str]:
         """Keys of the committed files (what a reader of the sink path sees)."""

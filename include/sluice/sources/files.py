@@ -269,19 +269,18 @@ class FilesSource(Source):
             frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
         return frame
 
-    def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int]:
+    def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int | None]:
         """From the Parquet footers :meth:`read` fetched: for each file, the largest event
-        time of the earlier files of its partition in the range."""
+        time of the earlier files of its partition in the range (None: none before it)."""
         assert isinstance(rng, FilesRange)
         metas = self._footers.get(rng.files)
         if self.spec.format != "parquet" or metas is None:
             return {}
-        hints: dict[tuple[str, int], int] = {}
+        hints: dict[tuple[str, int], int | None] = {}
         running: dict[str, int] = {}
         for major, (key, high) in enumerate(zip(rng.files, column_maxima(metas, column), strict=True)):
             partition = self.partition_of(key)
-            if partition in running:
-                hints[(partition, major)] = running[partition]
+            hints[(partition, major)] = running.get(partition)
             if high is not None:
                 running[partition] = max(high, running.get(partition, high))
         return hints

@@ -14,6 +14,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice.operators.sqltext import lit, quote
 from sluice.sources.footers import ddl
 
 if TYPE_CHECKING:
@@ -121,40 +122,68 @@ def parse_parquet(
     else:
         frame = spark.read.schema(ddl(stored)).parquet(*paths)
     stored = dict(frame.dtypes)
-    columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
+    columns: dict[str, tuple[str | None, str]] = {}  # name -> (text or None, typed), as SQL
     for column, kind in schema:
         if stored.get(column) == SPARK_TYPES[kind]:
-            columns[column] = (None, F.col(f"`{column}`"))
+            columns[column] = (None, quote(column))
             continue
-        stored_text = (F.col(f"`{column}`") if column in stored else F.lit(None)).cast("string")
-        columns[column] = (stored_text, _cast(stored_text, kind))
+        stored_text = f"CAST({quote(column) if column in stored else 'NULL'} AS STRING)"
+        columns[column] = (stored_text, _cast_sql(stored_text, kind))
     checks = []
     for column in (*required, *[c for c, _ in schema if c not in required]):
         text, typed = columns[column]
         if column in required:
-            message = f"missing_event_time: field '{column}' is absent or null"
-            checks.append(F.when((typed if text is None else text).isNull(), F.lit(message)))
+            message = lit(f"missing_event_time: field '{column}' is absent or null")
+            checks.append(f"CASE WHEN ({typed if text is None else text}) IS NULL THEN {message} END")
         if text is not None:
-            checks.append(_wrong_type(column, dict(schema)[column], text, typed))
-    error = F.coalesce(*checks) if checks else F.lit(None).cast("string")
-    everything = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
-    rows = frame.select(
-        F.col("_metadata.file_path").alias("_path"),
-        (F.col("_metadata.row_index") + 1).alias("_line"),
-        F.when(error.isNotNull(), everything).alias("_raw"),
-        error.alias("_error"),
-        *[typed.alias(c) for c, (_, typed) in columns.items()],
+            checks.append(_wrong_type_sql(column, dict(schema)[column], text, typed))
+    error = f"coalesce({', '.join(checks)})" if checks else "CAST(NULL AS STRING)"
+    everything = f"to_json(struct({', '.join(quote(c) for c in frame.columns)}))"
+    rows = frame.selectExpr(
+        "_metadata.file_path AS _path",
+        "_metadata.row_index + 1 AS _line",
+        f"CASE WHEN ({error}) IS NOT NULL THEN {everything} END AS _raw",
+        f"{error} AS _error",
+        *[f"{typed} AS {quote(c)}" for c, (_, typed) in columns.items()],
     )
-    rows = _attach_index(spark, rows, index)
-    return rows.select(
-        F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", "_error",
-        *[F.col(f"`{c}`") for c, _ in schema],
+    rows = _with_file(rows, index)
+    return rows.selectExpr(
+        "'0' AS _partition", "_file", "_major", "_line", "_raw", "_error",
+        *[quote(c) for c, _ in schema],
     )  # fmt: skip
+
+
+def _cast_sql(text: str, kind: str) -> str:
+    """:func:`_cast` as SQL text."""
+    if kind == "string":
+        return text
+    if kind == "boolean":
+        return f"CASE WHEN lower({text}) = 'true' THEN true WHEN lower({text}) = 'false' THEN false END"
+    if kind == "timestamp":
+        return f"CASE WHEN {text} RLIKE {lit(_TIMESTAMP_SHAPE)} THEN try_cast({text} AS TIMESTAMP) END"
+    return f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+
+
+def _wrong_type_sql(column: str, kind: str, text: str, typed: str) -> str:
+    """:func:`_wrong_type` as SQL text."""
+    message = lit(f"wrong_type: field '{column}' = %s is not a {kind}")
+    return f"CASE WHEN {text} IS NOT NULL AND ({typed}) IS NULL THEN format_string({message}, {text}) END"
 
 
 def _text_schema(schema: Schema) -> T.StructType:
     fields = [T.StructField(c, T.StringType()) for c, _ in schema]
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
+
+
+def _with_file(frame: DataFrame, index: Index) -> DataFrame:
+    """``_file`` and ``_major`` of each row from its ``_path``, by a lookup in a literal map:
+    no join (a broadcast join runs a Spark job of its own to build the table)."""
+    paths = ", ".join(f"{lit(path)}, {major}" for path, _, major in index)
+    keys = ", ".join(lit(key) for _, key, _ in index)
+    major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
+    return frame.selectExpr("*", f"{major} AS _major").selectExpr(
+        "*", f"element_at(array({keys}), _major + 1) AS _file"
+    ).drop("_path")
 
 
 def _attach_index(spark: SparkSession, frame: DataFrame, index: Index) -> DataFrame:

@@ -72,7 +72,7 @@ class StateInput:
     def frame(
         self,
         keep: Callable[[StatePart], bool] | None = None,
-        where: Column | None = None,
+        where: Column | str | None = None,
     ) -> DataFrame | None:
         """The rows of the parts ``keep`` selects (all by default), in the operator's column
         order, filtered by ``where`` (Spark pushes it into the Parquet scan: row groups whose

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 from sluice.operators.base import POSITION, quoted
 from sluice.operators.records import with_records
-from sluice.windows.aggregates import empty_partials, finalize_columns, partial_names
+from sluice.windows.aggregates import empty_partials, finalize_sql, partial_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -68,13 +68,10 @@ def align_window_state(
     ])  # fmt: skip
 
 
-def _window_columns(spec: PipelineSpec) -> list[Column]:
-    cols = [
-        F.timestamp_micros("_ws").alias("window_start"),
-        F.timestamp_micros("_we").alias("window_end"),
-    ]
+def _window_sql(spec: PipelineSpec) -> list[str]:
+    cols = ["timestamp_micros(_ws) AS window_start", "timestamp_micros(_we) AS window_end"]
     if spec.windowing.type == "count":
-        cols.append(F.col("_wi").alias("window_index"))
+        cols.append("_wi AS window_index")
     return cols
 
 
@@ -88,22 +85,18 @@ def result_rows(
     """Result rows of ``windows`` (merged partials): keys, window bounds, aggregates, ``_op``
     and ``_epoch`` (dropped by append sinks); on_update ``deletes`` (keys, ``_ws``, ``_we``)
     become ``delete`` rows."""
-    keys = [F.col(quoted(k)) for k in spec.key_by]
-    rows = windows.select(
-        *keys,
-        *_window_columns(spec),
-        *finalize_columns(spec, types),
-        F.lit("upsert").alias("_op"),
-        F.lit(epoch).cast("long").alias("_epoch"),
-    )
+    keys = [quoted(k) for k in spec.key_by]
+    rows = windows.selectExpr(
+        *keys, *_window_sql(spec), *finalize_sql(spec, types),
+        "'upsert' AS _op", f"{epoch}L AS _epoch",
+    )  # fmt: skip
     if deletes is None:
         return rows
     names = {a.name for a in spec.aggregates}
-    nulls = [F.lit(None).cast(t).alias(n) for n, t in rows.dtypes if n in names]
-    gone = deletes.select(
-        *keys, *_window_columns(spec), *nulls,
-        F.lit("delete").alias("_op"), F.lit(epoch).cast("long").alias("_epoch"),
-    )  # fmt: skip
+    nulls = [f"CAST(NULL AS {t}) AS {quoted(n)}" for n, t in rows.dtypes if n in names]
+    gone = deletes.selectExpr(
+        *keys, *_window_sql(spec), *nulls, "'delete' AS _op", f"{epoch}L AS _epoch"
+    )
     return rows.unionByName(gone)
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
 from sluice.operators.base import ACCEPTED, quoted
+from sluice.operators.sqltext import Sql, call, col, when
 from sluice.windows.aggregates import merge_columns, partial_columns
 
 if TYPE_CHECKING:
@@ -34,30 +34,29 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "Counted", "Session", "Sliding", "WindowKind", "fmod", "kind_of"]
 
-N = TypeVar("N", int, Column)
+N = TypeVar("N", int, Sql)
 
 
 def fmod(value: N, step: int) -> N:
-    """``value mod step`` rounded toward -inf (``pmod``), for ints and columns alike."""
-    if isinstance(value, Column):
-        return F.pmod(value, F.lit(step))
+    """``value mod step`` rounded toward -inf (``pmod``), for ints and SQL alike."""
+    if isinstance(value, Sql):
+        return call("pmod", value, step)
     return value % step
+
+
+TS, WM = col("_ts_us"), col("_wm")
 
 
 def gap_groups(frame: DataFrame, keys: list[str]) -> DataFrame:
     """``_gid``: per key, rows whose ``[_ws, _we)`` intervals overlap or touch (transitively)
     share it — Flink's session merging (``TimeWindow.intersects``: ``[a, b)`` and ``[b, c)``
     merge)."""
-    key_cols = [F.col(quoted(k)) for k in keys]
-    by_start = Window.partitionBy(*key_cols).orderBy("_ws", "_we")
-    prev_end = F.max("_we").over(by_start.rowsBetween(Window.unboundedPreceding, -1))
-    starts = F.when(prev_end.isNull() | (F.col("_ws") > prev_end), 1).otherwise(0)
-    running = by_start.rowsBetween(Window.unboundedPreceding, 0)
-    return (
-        frame.withColumn("_starts", starts)
-        .withColumn("_gid", F.sum("_starts").over(running))
-        .drop("_starts")
-    )
+    by = f"PARTITION BY {', '.join(quoted(k) for k in keys)} " if keys else ""
+    order = f"{by}ORDER BY _ws, _we"
+    before = f"max(_we) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    starts = f"CASE WHEN {before} IS NULL OR _ws > {before} THEN 1 ELSE 0 END AS _starts"
+    running = f"sum(_starts) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    return frame.selectExpr("*", starts).selectExpr("*", f"{running} AS _gid").drop("_starts")
 
 
 class WindowKind:
@@ -76,11 +75,11 @@ class WindowKind:
     def lateness(self) -> Any:
         return self
 
-    def late(self, ts: Column, wm: Column) -> Column:
+    def late(self, ts: Sql, wm: Sql) -> Sql:
         return self.last_close(ts) <= wm
 
-    def missed(self, ts: Column, wm: Column) -> Column:
-        return F.when(self.late(ts, wm), F.lit(1)).otherwise(F.lit(0))
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        return when((self.late(ts, wm), 1), otherwise=0)
 
     def first_close(self, ts: N) -> N:
         raise NotImplementedError
@@ -104,10 +103,8 @@ class WindowKind:
     def merge(self, rows: DataFrame, types: dict[str, str]) -> DataFrame:
         """Rows of the state and the epoch folded per window (``_new``: the epoch touched it;
         ``_old``: the state had it)."""
-        return rows.groupBy(*[F.col(quoted(k)) for k in self.window_keys()]).agg(
-            *merge_columns(self.spec, types),
-            F.max("_new").alias("_new"),
-            F.max("_old").alias("_old"),
+        return rows.groupBy(*[quoted(k) for k in self.window_keys()]).agg(
+            *merge_columns(self.spec, types), F.expr("max(_new) AS _new"), F.expr("max(_old) AS _old")
         )
 
 
@@ -138,41 +135,41 @@ class Sliding(WindowKind):
     def tumbling(self) -> bool:
         return self.slide == self.size
 
-    def _last_missed_start(self, wm: Column) -> Column:
+    def _last_missed_start(self, wm: Sql) -> Sql:
         """The latest start whose window closed at ``wm`` (any multiple of slide)."""
-        t = wm - F.lit(self.size + self.lateness_us)
+        t = wm - (self.size + self.lateness_us)
         return t - fmod(t, self.slide)
 
-    def missed(self, ts: Column, wm: Column) -> Column:
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
         if self.tumbling:
             return super().missed(ts, wm)
         first, last = self.first_start(ts), self.last_start(ts)
-        upper = F.least(last, self._last_missed_start(wm))
-        count = F.floor((upper - first) / F.lit(self.slide)).cast("long") + F.lit(1)
-        return F.when(wm.isNotNull() & (upper >= first), count).otherwise(F.lit(0))
+        upper = call("least", last, self._last_missed_start(wm))
+        count = Sql(f"CAST(floor({upper - first} / {self.slide}) AS INT) + 1")
+        return when((wm.not_null() & (upper >= first), count), otherwise=0)
 
     def _starts(self, classified: DataFrame, missed: bool) -> DataFrame:
         """Each record with ``_ws`` for every window it missed (``missed``) or entered."""
-        ts, wm = F.col("_ts_us"), F.col("_wm")
         if self.tumbling:
-            frame = classified.withColumn("_ws", self.last_start(ts))
+            frame = classified.selectExpr("*", self.last_start(TS).alias("_ws"))
         else:
-            starts = F.sequence(self.first_start(ts), self.last_start(ts), F.lit(self.slide))
-            frame = classified.withColumn("_ws", F.explode(starts))
-        closed = wm.isNotNull() & (F.col("_ws") + F.lit(self.size + self.lateness_us) <= wm)
-        return frame.where(closed if missed else ~closed)
+            starts = call("sequence", self.first_start(TS), self.last_start(TS), self.slide)
+            frame = classified.selectExpr("*", f"explode({starts}) AS _ws")
+        closed = WM.not_null() & (col("_ws") + (self.size + self.lateness_us) <= WM)
+        return frame.where(str(closed if missed else ~closed))
 
     def epoch_partials(self, classified: DataFrame, types: dict[str, str]) -> DataFrame:
-        accepted = classified.where(F.col("_class") == F.lit(ACCEPTED))
+        accepted = classified.where(f"_class = {ACCEPTED}")
         windows = self._starts(accepted, missed=False)
-        keys = [F.col(quoted(k)) for k in self.keys]
-        partials = windows.groupBy(*keys, "_ws").agg(*partial_columns(self.spec, types))
-        return partials.withColumn("_we", F.col("_ws") + F.lit(self.size))
+        partials = windows.groupBy(*[quoted(k) for k in self.keys], "_ws").agg(
+            *partial_columns(self.spec, types)
+        )
+        return partials.selectExpr("*", f"_ws + {self.size} AS _we")
 
     def missed_windows(self, classified: DataFrame) -> DataFrame:
-        exposed = classified.where(F.col("_class") <= F.lit(1)).where(F.col("_wm").isNotNull())
+        exposed = classified.where("_class <= 1 AND _wm IS NOT NULL")
         rows = self._starts(exposed, missed=True)
-        return rows.withColumn("_we", F.col("_ws") + F.lit(self.size))
+        return rows.selectExpr("*", f"_ws + {self.size} AS _we")
 
 
 class Session(WindowKind):
@@ -191,42 +188,34 @@ class Session(WindowKind):
         return ts + self.lateness_us
 
     def _records(self, classified: DataFrame) -> DataFrame:
-        accepted = classified.where(F.col("_class") == F.lit(ACCEPTED))
-        return accepted.withColumn("_ws", F.col("_ts_us")).withColumn(
-            "_we", F.col("_ts_us") + F.lit(self.gap)
-        )
+        accepted = classified.where(f"_class = {ACCEPTED}")
+        return accepted.selectExpr("*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
 
     def epoch_partials(self, classified: DataFrame, types: dict[str, str]) -> DataFrame:
         """The epoch's sessions (fragments of the final ones): the accepted records of each
         key merged by gap, one row each."""
         grouped = gap_groups(self._records(classified), self.keys)
-        keys = [F.col(quoted(k)) for k in self.keys]
-        return grouped.groupBy(*keys, "_gid").agg(
-            F.min("_ws").alias("_ws"), F.max("_we").alias("_we"),
+        return grouped.groupBy(*[quoted(k) for k in self.keys], "_gid").agg(
+            F.expr("min(_ws) AS _ws"), F.expr("max(_we) AS _we"),
             *partial_columns(self.spec, types),
         ).drop("_gid")  # fmt: skip
 
     def missed_windows(self, classified: DataFrame) -> DataFrame:
-        late = classified.where(F.col("_class") == F.lit(1))
-        return late.withColumn("_ws", F.col("_ts_us")).withColumn(
-            "_we", F.col("_ts_us") + F.lit(self.gap)
-        )
+        late = classified.where("_class = 1")
+        return late.selectExpr("*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
 
     def merge(self, rows: DataFrame, types: dict[str, str]) -> DataFrame:
         """Every session of a key that overlaps or touches another merges into one."""
-        keys = [F.col(quoted(k)) for k in self.keys]
         return (
             gap_groups(rows, self.keys)
-            .groupBy(*keys, "_gid")
+            .groupBy(*[quoted(k) for k in self.keys], "_gid")
             .agg(
-                F.min("_ws").alias("_ws"),
-                F.max("_we").alias("_we"),
+                F.expr("min(_ws) AS _ws"), F.expr("max(_we) AS _we"),
                 *merge_columns(self.spec, types),
-                F.max("_new").alias("_new"),
-                F.max("_old").alias("_old"),
+                F.expr("max(_new) AS _new"), F.expr("max(_old) AS _old"),
             )
             .drop("_gid")
-        )
+        )  # fmt: skip
 
 
 class Counted(WindowKind):

@@ -80,7 +80,7 @@ class WindowOperator:
         horizon = state.horizon_us
         merged = self.kind.merge(_flagged(frame, new=False), {c: t for c, t in frame.dtypes})
         if horizon is not None:
-            merged = merged.where(F.col("_we") + F.lit(lateness) > F.lit(horizon))
+            merged = merged.where(f"_we + {lateness} > {horizon}L")
         return merged.select(*state_columns(self.spec))
 
     def run(self, inp: EpochInput) -> Any:
@@ -104,7 +104,7 @@ class WindowOperator:
 
 
 def _flagged(frame: DataFrame, new: bool) -> DataFrame:
-    return frame.withColumn("_new", F.lit(new)).withColumn("_old", F.lit(not new))
+    return frame.selectExpr("*", f"{str(new).lower()} AS _new", f"{str(not new).lower()} AS _old")
 
 
 @dataclass
@@ -127,7 +127,8 @@ class IncrementalEpoch:
         """Run the pass: P cached, its rows per window end collected, the ledgers read."""
         spec = inp.spec
         partials = kind.epoch_partials(classified.frame, classified.types)
-        partials = partials.select(*state_columns(spec)).persist(StorageLevel.MEMORY_AND_DISK)
+        partials = partials.selectExpr(*[quoted(c) for c in state_columns(spec)])
+        partials = partials.persist(StorageLevel.MEMORY_AND_DISK)
         ends = {int(r[0]): int(r[1]) for r in partials.groupBy("_we").count().collect()}
         epoch = cls(kind, inp, classified, partials, ends, classified.facts(), [partials])
         epoch._prepare()
@@ -150,17 +151,17 @@ class IncrementalEpoch:
     def closes(self, end: int) -> bool:
         return self.after is not None and end + self.lateness_us <= self.after
 
-    def _closing(self, we: Column) -> Column:
+    def _closing(self, we: str = "_we") -> str:
         if self.after is None:
-            return F.lit(False)
-        return we + F.lit(self.lateness_us) <= F.lit(self.after)
+            return "false"
+        return f"({we} + {self.lateness_us} <= {self.after}L)"
 
-    def _gone(self, we: Column) -> Column:
+    def _gone(self, we: str = "_we") -> str:
         """Windows the state's horizon says were emitted before this epoch."""
         horizon = self.inp.state.horizon_us
         if horizon is None:
-            return F.lit(False)
-        return we + F.lit(self.lateness_us) <= F.lit(horizon)
+            return "false"
+        return f"({we} + {self.lateness_us} <= {horizon}L)"
 
     @property
     def compact(self) -> bool:
@@ -182,7 +183,7 @@ class IncrementalEpoch:
 
     # -- state ---------------------------------------------------------------------------------
 
-    def _state(self, keep: Any = None, where: Column | None = None) -> DataFrame | None:
+    def _state(self, keep: Any = None, where: str | None = None) -> DataFrame | None:
         frame = self.inp.state.frame(keep, where)
         return None if frame is None else _flagged(frame, new=False)
 
@@ -191,20 +192,20 @@ class IncrementalEpoch:
         session's fate is known once its fragments are merged)."""
         if isinstance(self.kind, Session):
             return self._state()
-        return self._state(where=~self._gone(F.col("_we")))
+        return self._state(where=f"NOT {self._gone()}")
 
     def state_update(self) -> StateUpdate | None:
         spec = self.spec
         if self.compact:
             merged = self._merged()
-            base = merged.where(F.col("_fate") == F.lit(OPEN)).select(*state_columns(spec))
+            base = merged.where(f"_fate = {OPEN}").select(*state_columns(spec))
             return StateUpdate("base", base, None)
         if isinstance(self.kind, Session):
             rows = sum(self.ends.values())
             frame = self.partials
         else:
             rows = sum(n for end, n in self.ends.items() if not self.closes(end))
-            frame = self.partials.where(~self._closing(F.col("_we")))
+            frame = self.partials.where(f"NOT {self._closing()}")
         if rows == 0:
             return None
         open_ends = [e for e in self.ends if isinstance(self.kind, Session) or not self.closes(e)]
@@ -221,17 +222,17 @@ class IncrementalEpoch:
         """on_close, tumbling/hopping: P's closing windows merged with the state's rows of
         closing windows (only the parts whose window ends reach the closing range)."""
         spec, types = self.spec, self.cls.types
-        closing = self._closing(F.col("_we"))
+        closing = self._closing()
         mine = _flagged(self.partials.where(closing), new=True)
         theirs = None
         if self.after is not None:
-            theirs = self._state(self._may_close, closing & ~self._gone(F.col("_we")))
+            theirs = self._state(self._may_close, f"{closing} AND NOT {self._gone()}")
         if theirs is None:  # P's rows are one per window: their count is the result's
             rows = sum(n for end, n in self.ends.items() if self.closes(end))
             return result_rows(spec, mine, types, self.inp.epoch), rows
         merged = self.kind.merge(mine.unionByName(theirs), types)
         frame, ledger = counting(
-            self.inp.spark, merged, "results", F.when(F.col("_old"), 1).otherwise(0)
+            self.inp.spark, merged, "results", F.expr("CASE WHEN _old THEN 1 ELSE 0 END")
         )
         self._tally = ledger
         return result_rows(spec, frame, types, self.inp.epoch), None
@@ -258,11 +259,12 @@ class IncrementalEpoch:
         if state is not None:
             rows = rows.unionByName(state)
         merged = self.kind.merge(rows, types)
-        we = F.col("_we")
-        fate = F.when(self._gone(we) & ~F.col("_new"), F.lit(GONE))
-        fate = fate.when(self._closing(we), F.lit(CLOSING)).otherwise(F.lit(OPEN))
-        merged = merged.withColumn("_fate", fate)
-        merged, ledger = counting(self.inp.spark, merged, "windows", F.col("_fate"))
+        fate = (
+            f"CASE WHEN {self._gone()} AND NOT _new THEN {GONE} "
+            f"WHEN {self._closing()} THEN {CLOSING} ELSE {OPEN} END"
+        )
+        merged = merged.selectExpr("*", f"{fate} AS _fate")
+        merged, ledger = counting(self.inp.spark, merged, "windows", F.expr("_fate"))
         self._fates = ledger
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(merged)
@@ -272,15 +274,15 @@ class IncrementalEpoch:
     def _sessions_of(self, fragments: DataFrame) -> DataFrame:
         """The state's fragments as the sessions last emitted (on_update deletes name them)."""
         merged = self.kind.merge(fragments, self.cls.types)
-        return merged.where(~self._gone(F.col("_we"))).select(*state_columns(self.spec), "_new", "_old")
+        return merged.where(f"NOT {self._gone()}").select(*state_columns(self.spec), "_new", "_old")
 
     def _merged_results(self) -> tuple[DataFrame, Ledger | None]:
         spec, types, epoch = self.spec, self.cls.types, self.inp.epoch
         merged = self._merged()
         if spec.emit == "on_close":
-            return result_rows(spec, merged.where(F.col("_fate") == F.lit(CLOSING)), types, epoch), None
+            return result_rows(spec, merged.where(f"_fate = {CLOSING}"), types, epoch), None
         deletes = self._deletes(merged) if isinstance(self.kind, Session) else None
-        touched = merged.where(F.col("_new"))
+        touched = merged.where("_new")
         return result_rows(spec, touched, types, epoch, deletes), None
 
     def _deletes(self, merged: DataFrame) -> DataFrame | None:
@@ -335,13 +337,13 @@ class IncrementalEpoch:
             return span is None or (span[0] <= high and low <= span[1])
 
         keys = self.kind.window_keys()
-        state = self.inp.state.frame(overlaps, F.col("_we").between(low, high))
+        state = self.inp.state.frame(overlaps, f"_we BETWEEN {low}L AND {high}L")
         if state is None:
             return 0
-        theirs = state.where(~self._gone(F.col("_we"))).select(
+        theirs = state.where(f"NOT {self._gone()}").select(
             *[F.col(quoted(k)).alias(f"_s_{k}") for k in keys]
         ).distinct()  # fmt: skip
-        mine = self.partials.where(~self._closing(F.col("_we"))).select(*keys)
+        mine = self.partials.where(f"NOT {self._closing()}").select(*keys)
         cond = [mine[quoted(k)].eqNullSafe(theirs[quoted(f"_s_{k}")]) for k in keys]
         return int(mine.join(theirs, cond, "left_semi").count())
 

@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["snapshot_epoch"]
 
-OPEN, EMIT, QUIET = 0, 1, 2  # a merged window: stays, is emitted now, or leaves silently
+# a merged window's fate: stays open; is emitted and leaves; leaves silently; is emitted and
+# stays open (on_update: touched, not closed)
+OPEN, EMIT, QUIET, UPDATED = 0, 1, 2, 3
 
 
 def snapshot_epoch(spec: PipelineSpec, kind: WindowKind, inp: EpochInput) -> SnapshotEpoch:
@@ -77,7 +79,7 @@ class SnapshotEpoch:
         merged.count()  # the windows merged with the state, cached (count windows: the pass)
         epoch = cls(kind, inp, classified, classified.facts(), merged, ledger, next_state,
                     deletes, cached)  # fmt: skip
-        epoch.emitted = counted(ledger, EMIT)
+        epoch.emitted = counted(ledger, EMIT) + counted(ledger, UPDATED)
         if deletes is not None:
             epoch.emitted += deletes.count()
         return epoch
@@ -85,14 +87,14 @@ class SnapshotEpoch:
     @property
     def results(self) -> DataFrame:
         spec = self.inp.spec
-        emitted = self.merged.where(F.col("_fate") == F.lit(EMIT))
+        emitted = self.merged.where(F.col("_fate").isin(EMIT, UPDATED))
         return result_rows(spec, emitted, self.cls.types, self.inp.epoch, self.deletes)
 
     def state_update(self) -> StateUpdate | None:
         return StateUpdate("base", self.next_state.select(*state_columns(self.inp.spec)), None)
 
     def finish(self, emitted: int | None, state_rows: int | None = None) -> EpochFacts:
-        still_open = counted(self.fates, OPEN)
+        still_open = counted(self.fates, OPEN) + counted(self.fates, UPDATED)
         facts = self.facts
         return EpochFacts(facts.counts, facts.watermark, facts.after_us,
                           emitted if emitted is not None else self.emitted or 0, still_open,
@@ -124,9 +126,13 @@ def _flag(frame: DataFrame, new: bool) -> DataFrame:
 
 def _emit(spec: PipelineSpec, closed: Column) -> Column:
     """A merged window's fate: emitted when closed (on_close) or touched (on_update)."""
-    emits = closed if spec.emit == "on_close" else F.col("_new")
+    if spec.emit == "on_close":
+        return F.when(closed, F.lit(EMIT)).otherwise(F.lit(OPEN))
+    touched = F.col("_new")
     return (
-        F.when(emits, F.lit(EMIT)).when(closed, F.lit(QUIET)).otherwise(F.lit(OPEN))
+        F.when(closed, F.when(touched, F.lit(EMIT)).otherwise(F.lit(QUIET)))
+        .when(touched, F.lit(UPDATED))
+        .otherwise(F.lit(OPEN))
     )
 
 
@@ -174,7 +180,7 @@ def _count_windows(
         *merge_columns(spec, cls.types), F.max("_new").alias("_new"),
     )  # fmt: skip
     merged = merged.withColumn("_fate", _emit(spec, F.col("_cnt") >= F.lit(w.count)))
-    stay = merged.where(F.col("_fate") == F.lit(OPEN)).select(*state_columns(spec))
+    stay = merged.where(F.col("_fate").isin(OPEN, UPDATED)).select(*state_columns(spec))
     counter_rows = counters.select(
         *key_cols, F.lit(COUNTER).cast("long").alias("_wi"), F.lit(None).cast("long").alias("_ws"),
         F.lit(None).cast("long").alias("_we"), F.col("_cnt").cast("long").alias("_cnt"),
