@@ -859,8 +859,11 @@ def check_output(
             f"{label}: committed output differs from the reference:\n  "
             + "\n  ".join(problems[:30])
         )
+    # committed files are part-<epoch>-<n>: after a rewind, the rewound epochs' are gone
+    epochs = sorted({int(m.group(1)) for k, _ in out if (m := re.search(r"part-0*(\d+)-", k))})
     fact = (
-        f"{label}: {len(rows)} windows ({len(out)} Parquet files), {late} late records, "
+        f"{label}: {len(rows)} windows ({len(out)} Parquet files of epochs "
+        f"{', '.join(map(str, epochs))}), {late} late records, "
         f"{dead} dead letters = the reference (records read {reference.records_read})"
     )
     notes.append(f"{len(rows)} windows + {late} late + {dead} dead checked")

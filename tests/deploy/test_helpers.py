@@ -215,7 +215,9 @@ def test_install_docker_engine_keeps_what_is_there(tmp_path: Path) -> None:
         [BASH, str(ENGINE)], env=env, capture_output=True, text=True, check=False, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Docker version 20.10.24" in proc.stdout and "docker-compose version 1.29.2" in proc.stdout
+    assert (
+        "Docker version 20.10.24" in proc.stdout and "docker-compose version 1.29.2" in proc.stdout
+    )
     assert not (tmp_path / "calls.txt").exists(), "apt-get must not run"
 
 

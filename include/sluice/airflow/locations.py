@@ -21,6 +21,7 @@ One pipeline's output inside another's input is allowed: that is how pipelines a
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -98,7 +99,7 @@ def _overlap(a: str, b: str) -> bool:
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
-def clashes(specs: list[tuple[PipelineSpec, str | Path]]) -> list[str]:
+def clashes(specs: Sequence[tuple[PipelineSpec, str | Path]]) -> list[str]:
     """One line per pair of locations of two different pipelines that may not meet."""
     every = [loc for spec, path in specs for loc in locations(spec, path)]
     found = []
@@ -116,7 +117,7 @@ def clashes(specs: list[tuple[PipelineSpec, str | Path]]) -> list[str]:
     return found
 
 
-def check_apart(specs: list[tuple[PipelineSpec, str | Path]]) -> None:
+def check_apart(specs: Sequence[tuple[PipelineSpec, str | Path]]) -> None:
     """Raise :class:`PipelineClash` listing every clash of :func:`clashes`."""
     found = clashes(specs)
     if not found:
