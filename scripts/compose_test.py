@@ -829,7 +829,8 @@ def check_output(
 
     from tests.reference import compare_rows, compute_reference
 
-    os.environ.update({k: v for k, v in host_env().items() if k != "PYTHONPATH"})
+    if PORTS:  # the compose stack's S3 (the spec is read for its settings only)
+        os.environ.update({k: v for k, v in host_env().items() if k != "PYTHONPATH"})
     os.environ.pop("SLUICE_DATA", None)
     spec = load_spec(ROOT / DEMO_SPEC)
     reference = compute_reference(
@@ -1061,7 +1062,7 @@ def run_astro_demo(summary: Summary) -> None:
                 f"|| {{ tail -80 /tmp/dags-test-{i}.log; exit 1; }}"
                 for i in range(1, epochs + 1)
             ],
-            f"sluice checkpoints {DEMO_SPEC} --json > data/history.json",
+            f"python -m sluice.cli checkpoints {DEMO_SPEC} --json > data/history.json",
             "airflow version",
         ]
     )
@@ -1180,6 +1181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     daemon = Daemon()
     if args.down:
         with summary.phase("teardown") as notes:
+            astro_teardown(notes)
             teardown(notes, daemon)
         print(summary.text(True))
         return 0
