@@ -26,7 +26,7 @@ help:
 	@echo "make bench-quick  the same at smoke size (bench/results/quick.md, a few minutes)"
 	@echo "make flink-venv the benchmark's PyFlink in .cache/bench/flink-venv (apart from $(VENV))"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
-	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (~20 min)"
+	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (20-30 min)"
 	@echo "make astro-test the Astro project's image (Dockerfile) built without a registry, the demo DAG in it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"

@@ -941,10 +941,31 @@ def run_demo(summary: Summary) -> None:
         )
     with summary.phase("check output again") as notes:
         check_output(notes, summary, "after the rewind")
+    with summary.phase("monitor page") as notes:
+        check_monitor(af, notes)
     runs = af.runs(DEMO_DAG)
     summary.facts.append(
         f"DAG runs of {DEMO_DAG}: " + ", ".join(f"{r['dag_run_id']} {r['state']}" for r in runs)
     )
+
+
+def check_monitor(af: Airflow, notes: list[str]) -> None:
+    """The checkpoint monitor (Airflow plugin) as the user sees it: its page and its data
+    for the demo pipeline with the login, 401 without one."""
+    api = f"{af.url}/sluice/api/pipelines/{DEMO_DAG}"
+    body = af.session.get(api, timeout=60)
+    if body.status_code != 200:
+        raise Failure(f"GET {api}: HTTP {body.status_code} {body.text[:300]}")
+    epochs = body.json()["epochs"]
+    page = af.session.get(f"{af.url}/sluice/pipelines/{DEMO_DAG}", timeout=60)
+    if page.status_code != 200 or "clicks_per_minute" not in page.text:
+        raise Failure(f"the monitor page of {DEMO_DAG}: HTTP {page.status_code}")
+    import requests
+
+    anonymous = requests.get(api, timeout=60, proxies={"http": "", "https": ""})
+    if anonymous.status_code != 401:
+        raise Failure(f"GET {api} without a login: HTTP {anonymous.status_code}, expected 401")
+    notes.append(f"page and data of {DEMO_DAG}: {len(epochs)} epochs; 401 without a login")
 
 
 def _login(af: Airflow) -> bool:
