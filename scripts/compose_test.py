@@ -166,6 +166,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, poll: float = 
 
 @dataclass
 class Summary:
+    name: str = "compose-test"
     phases: list[tuple[str, float, str]] = field(default_factory=list)
     facts: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -184,7 +185,7 @@ class Summary:
 
     def text(self, ok: bool) -> str:
         total = fmt(time.monotonic() - self.started)
-        lines = [f"compose-test: {'PASSED' if ok else 'FAILED'} in {total}"]
+        lines = [f"{self.name}: {'PASSED' if ok else 'FAILED'} in {total}"]
         width = max((len(p[0]) for p in self.phases), default=10)
         for name, seconds, note in self.phases:
             lines.append(f"  {name:<{width}}  {fmt(seconds):>7}  {note}")
@@ -1194,10 +1195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Runtime, the demo DAG in its image (make astro-test)",
     )
     args = parser.parse_args(argv)
+    summary = Summary(name="astro-test" if args.astro else "compose-test")
     # One pipeline's folder for every spec would be refused; the host CLI reads the root.
     os.environ.pop("SLUICE_DATA", None)
     sys.path.insert(0, str(ROOT / "include"))
-    summary = Summary()
     ok = False
     daemon = Daemon()
     if args.down:
