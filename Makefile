@@ -26,6 +26,8 @@ help:
 	@echo "make bench-quick  the same at smoke size (bench/results/quick.md, a few minutes)"
 	@echo "make flink-venv the benchmark's PyFlink in .cache/bench/flink-venv (apart from $(VENV))"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
+	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (20-30 min)"
+	@echo "make astro-test the Astro project's image (Dockerfile) built without a registry, the demo DAG in it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
 	@echo "make clean      remove caches and build leftovers (keeps $(VENV) and .cache/)"
@@ -108,6 +110,22 @@ airflow: java-check $(INSTALLED)
 
 airflow-stop:
 	scripts/airflow-local.sh stop
+
+# The docker-compose stack for real (scripts/compose_test.py; never part of make test): Debian's
+# Docker engine when missing (dockerd started and stopped), a debootstrap base image (no
+# registry), local stand-ins for the images it cannot pull (docker/compose.local.yaml), every
+# service up on loopback ports, the demo DAG triggered through the REST API, its output and a
+# rewind checked against the reference, then everything torn down; prints a summary.
+# COMPOSE_TEST_ARGS=--keep leaves the stack up (scripts/compose_test.py --down removes it).
+.PHONY: compose-test astro-test
+COMPOSE_TEST_ARGS ?=
+compose-test: $(INSTALLED) kafka-jars
+	$(BIN)/python scripts/compose_test.py $(COMPOSE_TEST_ARGS)
+
+# The Astro project (Dockerfile, packages.txt, airflow_settings.yaml) built on a stand-in for
+# the Astro Runtime (no registry), the demo DAG run in its image with `airflow dags test`.
+astro-test: $(INSTALLED)
+	$(BIN)/python scripts/compose_test.py --astro $(COMPOSE_TEST_ARGS)
 
 # A PostgreSQL server for the tests' Airflow metadata DB (the tests start their own on loopback).
 postgres-check:
