@@ -611,7 +611,8 @@ def run_sluice_epochs(
             result = checkpoint.result
             assert result is not None
             ref = result.state
-            size = sum(int(v.split(":", 1)[0]) for _, v in ref.files or ())
+            files = [v for part in ref.parts for _, v in part.files] or [v for _, v in ref.files or ()]
+            size = sum(int(v.split(":", 1)[0]) for v in files)
             epochs.append(
                 EpochTimes(
                     t1 - t0,
@@ -886,7 +887,7 @@ def trickle_file(folder: Path, n: int) -> None:
 def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     """A near-empty epoch (one new 1-bid file) of q5, cold and warm. An epoch with no new
     data at all is never run: plan finds nothing and the DAG run ends there."""
-    from sluice.spark import s3a_jars, submit_conf
+    from sluice.spark import engine_jars, submit_conf
 
     work = WORK / "fixed"
     source = {"type": "files", "path": str(work / "in" / "bid"), "format": "parquet",
@@ -901,7 +902,7 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
     for key, value in submit_conf().items():
         submit += ["--conf", f"{key}={value}"]
-    jars = ",".join(str(p) for p in s3a_jars())
+    jars = ",".join(str(p) for p in engine_jars())
     if jars:
         submit += ["--jars", jars]
     cold: list[dict[str, float]] = []

@@ -323,7 +323,7 @@ def test_image_pins_match_requirements(services: dict[str, dict[str, Any]]) -> N
     arg = interpolate(raw)
     dockerfile = (ROOT / "docker" / "airflow.Dockerfile").read_text(encoding="utf-8")
     assert f"ARG AIRFLOW_IMAGE={arg}\n" in dockerfile
-    assert "openjdk-17-jre-headless" in dockerfile
+    assert "openjdk-17-jdk-headless" in dockerfile  # javac builds the helper jar (sluice.jvm)
     assert "scripts/fetch-jars.sh" in dockerfile
     assert "ENV SLUICE_JARS_DIR=" in dockerfile
     assert services["airflow-scheduler"]["build"]["dockerfile"] == "docker/airflow.Dockerfile"
@@ -361,9 +361,10 @@ def test_astro_dockerfile() -> None:
     assert match.group(1) == airflow_minor, "Runtime 3.N ships Airflow 3.N"
 
 
-def test_astro_packages_has_a_jre() -> None:
+def test_astro_packages_has_a_jdk() -> None:
+    """Spark needs Java 17+; Sluice's helper jar (sluice.jvm) is built with its javac."""
     packages = (ROOT / "packages.txt").read_text(encoding="utf-8").split()
-    assert "openjdk-17-jre-headless" in packages
+    assert "openjdk-17-jdk-headless" in packages
 
 
 def test_astro_settings_connection_and_pools() -> None:

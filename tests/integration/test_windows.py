@@ -235,7 +235,7 @@ def test_the_input_has_sessions_fed_by_three_or_more_epochs(
     assert len([r for r in ref.emitted if r["user"] == BRIDGE_USER]) == 1
 
 
-@pytest.mark.parametrize("window", ["tumbling", "hopping", "session"])
+@pytest.mark.parametrize("window", ["hopping", "session"])
 def test_passes_whose_bounds_could_change_a_class_run_again_exactly(
     spark: Any,
     tmp_path: Path,

@@ -87,8 +87,11 @@ def partial_names(spec: PipelineSpec) -> list[str]:
 
 
 def _sum_type(types: dict[str, str], agg: AggregateSpec) -> str:
+    """The exact type of a sum's partial: from its input column, or (folding stored partials)
+    from the partial itself."""
     assert agg.column
-    return "bigint" if types[agg.column] in _INTEGRAL else EXACT_SUM
+    kind = types.get(agg.column) or types.get(_p(agg, "s"), EXACT_SUM)
+    return "bigint" if kind in _INTEGRAL else EXACT_SUM
 
 
 def _q(name: str) -> str:
