@@ -67,7 +67,6 @@ _FINITE_KINDS = ("double", "float")
 # LineInfo's result: the 1-based line number in the low 48 bits, flags above.
 _LINE_BITS = 48
 _INVALID_UTF8 = 1
-_TRAILING = 2
 _BLANK = 4
 NOT_UTF8 = "malformed: not valid UTF-8"
 NOT_AN_OBJECT = "malformed: not a JSON object"
@@ -83,16 +82,15 @@ def parse_json_lines(
     non-finite double, a LineInfo flag, a value the typed parse refuses such as a number
     written as a string) is parsed again as text, in the same projection and only for those
     lines, giving today's record or the exact dead-letter reason."""
-    lines = _text_lines(spark, index, json=True)
+    lines = _text_lines(spark, index)
     kinds = dict(schema)
     typed = {c for c, kind in schema if kind in _TYPED_IN_JSON}
     fast_schema = T.StructType(
         [T.StructField(c, _TYPED_IN_JSON[k] if c in typed else T.StringType()) for c, k in schema]
-        + [T.StructField(_CORRUPT, T.StringType())]
     )
     lines = lines.withColumn("_j", _json_bytes(spark, F.col("_raw"), fast_schema))
     fast = {c: F.col(f"_j.`{c}`") for c, _ in schema}
-    clean = F.col("_j").isNotNull() & F.col(f"_j.{_CORRUPT}").isNull() & (F.col("_flags") == 0)
+    clean = F.col("_j").isNotNull() & (F.col("_flags") == 0)
     for column in typed:
         if kinds[column] in _FINITE_KINDS:
             clean = clean & F.coalesce(_finite(fast[column]), F.lit(True))
@@ -117,13 +115,12 @@ def parse_json_lines(
         *names.values(),
     )  # fmt: skip
     # the text way, only for the lines the fast parse did not accept
-    text = F.when(~F.col("_clean"), F.from_json("_raw", _text_schema(schema), _JSON_OPTIONS))
+    text = F.when(~F.col("_clean"), _from_json(spark, F.col("_raw"), _text_schema(schema)))
     lines = lines.withColumn("_j", text)
-    flags = F.col("_flags")
     malformed = [
-        F.when(flags.bitwiseAND(_INVALID_UTF8) != 0, F.lit(NOT_UTF8)),
+        F.when(F.col("_flags").bitwiseAND(_INVALID_UTF8) != 0, F.lit(NOT_UTF8)),
         F.when(F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull(), F.lit(NOT_AN_OBJECT)),
-        F.when(flags.bitwiseAND(_TRAILING) != 0, F.lit(TRAILING_TEXT)),
+        F.when(_json_trailing(spark, F.col("_raw")), F.lit(TRAILING_TEXT)),
     ]
     slow_values, slow_error = _typed_columns(schema, required, malformed)
     clean = F.col("_clean")
@@ -176,7 +173,7 @@ def parse_csv_lines(
 ) -> DataFrame:
     """CSV, one record per line, columns in schema order; optional header line per file."""
     ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
-    lines = _text_lines(spark, index, json=False)
+    lines = _text_lines(spark, index)
     if header:
         lines = lines.filter(F.col("_line") > 1)
     parsed = F.from_csv("_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -259,13 +256,13 @@ def _attach_index(spark: SparkSession, frame: DataFrame, index: Index) -> DataFr
     return frame.join(F.broadcast(files), "_path", "inner").drop("_path")
 
 
-def _text_lines(spark: SparkSession, index: Index, *, json: bool) -> DataFrame:
+def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
     is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
     texts = spark.read.option("lineSep", "\n").text([p for p, _, _ in index])
     path = F.col("_metadata.file_path")
-    info = _line_info(spark, json, _lines_before(spark, texts))
+    info = _line_info(spark, _lines_before(spark, texts))
     numbered = texts.select(
         path.alias("_path"),
         info(path, F.col("_metadata.file_block_start"), F.col("value").cast("binary")).alias("_li"),
@@ -290,32 +287,57 @@ def _text_lines(spark: SparkSession, index: Index, *, json: bool) -> DataFrame:
 
 
 def _json_bytes(spark: SparkSession, text: Column, schema: T.StructType) -> Column:
-    """``from_json(text, schema, _JSON_OPTIONS)`` with Jackson reading the UTF-8 bytes
-    directly (the helper jar's ``JsonBytes``): the same result for valid UTF-8 text, at about
-    half the cost. Rows flagged as invalid UTF-8 must not be taken from it."""
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column
-
+    """The struct ``from_json(text, schema, _JSON_OPTIONS)`` gives when ``text`` is exactly one
+    JSON object whose fields all convert, else null; Jackson reads the UTF-8 bytes directly
+    (the helper jar's ``JsonBytes``), at about half the cost. Not for rows LineInfo flags as
+    invalid UTF-8."""
     jvm: Any = spark.sparkContext._jvm
     zone = spark.conf.get("spark.sql.session.timeZone")
-    java = jvm.io.sluice.spark.JsonBytes.column(
-        _to_java_column(text), schema.json(), _CORRUPT, zone
-    )
+    return _column(jvm.io.sluice.spark.JsonBytes.column(_java(text), schema.json(), zone))
+
+
+def _from_json(spark: SparkSession, text: Column, schema: T.StructType) -> Column:
+    """``from_json(text, schema, _JSON_OPTIONS)``, compiled with its stage (``JsonBytes.fromJson``:
+    Spark's own evaluator; ``from_json`` itself keeps its projection out of whole-stage code
+    generation)."""
+    jvm: Any = spark.sparkContext._jvm
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    java = jvm.io.sluice.spark.JsonBytes.fromJson(_java(text), schema.json(), _CORRUPT, zone)
+    return _column(java)
+
+
+def _json_trailing(spark: SparkSession, text: Column) -> Column:
+    """Whether ``text`` holds something after its first JSON value (``JsonBytes.trailing``)."""
+    jvm: Any = spark.sparkContext._jvm
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return _column(jvm.io.sluice.spark.JsonBytes.trailingColumn(_java(text), zone))
+
+
+def _java(column: Column) -> Any:
+    from pyspark.sql.classic.column import _to_java_column
+
+    return _to_java_column(column)
+
+
+def _column(java: Any) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
     return ClassicColumn(java)
 
 
-def _line_info(spark: SparkSession, json: bool, before: dict[str, dict[int, int]]) -> Any:
-    """The helper jar's ``LineInfo`` as a column function ``(path, block start, bytes)``."""
-    from pyspark.sql.classic.column import Column as ClassicColumn
-    from pyspark.sql.classic.column import _to_java_column, _to_seq
+def _line_info(spark: SparkSession, before: dict[str, dict[int, int]]) -> Any:
+    """The helper jar's ``LineInfo`` (line numbers, blank and invalid UTF-8 flags) as a column
+    function ``(path, block start, bytes)``. Its text-after-the-JSON-value check is not used:
+    ``JsonBytes`` tells that while it parses."""
+    from pyspark.sql.classic.column import _to_seq
 
     jvm: Any = spark.sparkContext._jvm
     # stateful, so non-deterministic: evaluated once per row, in read order, where it stands
-    udf = jvm.io.sluice.spark.LineInfo.function(json, before)
+    udf = jvm.io.sluice.spark.LineInfo.function(False, before)
 
     def apply(*columns: Column) -> Column:
-        java = [_to_java_column(c) for c in columns]
-        return ClassicColumn(udf.apply(_to_seq(spark.sparkContext, java)))
+        java = [_java(c) for c in columns]
+        return _column(udf.apply(_to_seq(spark.sparkContext, java)))
 
     return apply
 
@@ -425,6 +447,16 @@ def _wrong_type(column: str, kind: str, text: Column, typed: Column) -> Column:
     return F.when(text.isNotNull() & typed.isNull(), message)
 
 
+def _timestamp_shape(text: Column) -> Column:
+    """``text.rlike(_TIMESTAMP_SHAPE)``, by the helper jar's ``TimestampShape`` (the same
+    answer off the UTF-8 bytes, without a regular expression)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    assert context is not None and context._jvm is not None
+    return _column(context._jvm.io.sluice.spark.TimestampShape.column(_java(text)))
+
+
 def _finite(number: Column) -> Column:
     """False for NaN and ±Infinity, null for null."""
     return ~F.isnan(number) & (F.abs(number) != F.lit(float("inf")))
@@ -437,7 +469,7 @@ def _cast(raw: Column, kind: str) -> Column:
         lowered = F.lower(raw)
         return F.when(lowered == "true", True).when(lowered == "false", False)
     if kind == "timestamp":
-        return F.when(raw.rlike(_TIMESTAMP_SHAPE), raw.try_cast("timestamp"))
+        return F.when(_timestamp_shape(raw), raw.try_cast("timestamp"))
     number = raw.try_cast(SPARK_TYPES[kind])
     if kind in _FINITE_KINDS:
         return F.when(_finite(number), number)
