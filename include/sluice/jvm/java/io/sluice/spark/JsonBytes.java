@@ -3,6 +3,7 @@ package io.sluice.spark;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.util.JsonParserDelegate;
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
@@ -216,7 +217,10 @@ public final class JsonBytes implements Serializable {
       return CreateJacksonParser$.MODULE$.utf8String(factory, text);
     }
     try {
-      return factory.createParser(bytes, start, length);
+      // A stream, not the array: Spark takes a number in a string field from a parser over a
+      // byte array as the input's exact text (and assumes the array starts at the text); from
+      // any other source it writes the number again, as from_json does.
+      return factory.createParser(new ByteArrayInputStream(bytes, start, length));
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
