@@ -7,11 +7,11 @@ malformed, required columns (the event time), then the other columns in schema o
 
 JSON lines and CSV are read with Spark's line reader (splittable: a big file is read by several
 tasks), every line numbered in file order, blank ones too, by the helper jar's ``LineInfo``
-(:mod:`sluice.jvm`), which also flags a line that is not valid UTF-8 and, for JSON, one with
-text after its first value. JSON lines are parsed once with the schema's types where Spark's
-typed parsing cannot disagree with the text rules below; a row that this fast parse does not
-accept cleanly is parsed again, as text, by those rules, which give the record or the exact
-reason it is a dead letter.
+(:mod:`sluice.jvm`), which also flags blank lines and lines that are not valid UTF-8. JSON lines
+are parsed once with the schema's types where Spark's typed parsing cannot disagree with the
+text rules below (``JsonBytes``, which also refuses text after the object); a row that this
+fast parse does not accept cleanly is parsed again, as text, by those rules, which give the
+record or the exact reason it is a dead letter.
 
 A ``double`` / ``float`` field must hold a finite number in every format: ``NaN``,
 ``Infinity`` (bare or as a string) and numbers beyond the type's range are ``wrong_type``.
