@@ -19,6 +19,7 @@ A ``double`` / ``float`` field must hold a finite number in every format: ``NaN`
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
@@ -364,21 +365,20 @@ def _lines_before(spark: SparkSession, texts: DataFrame) -> dict[str, dict[int, 
     if len(size) != 1 or any(s % next(iter(size)) for ss in split.values() for s in ss):
         raise RuntimeError(f"sluice: Spark split the input at uneven offsets: {sorted(split)}")
     pinned = next(iter(size))
-    from pyspark.sql import SparkSession as Session
-
-    counting = Session(spark.sparkContext, spark._jsparkSession.cloneSession())
-    counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
-    counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
-    blocks = (
-        counting.read.option("lineSep", "\n")
-        .text(sorted(split))
-        .groupBy(
-            F.col("_metadata.file_path").alias("path"),
-            F.col("_metadata.file_block_start").alias("start"),
+    counting = _counting_session(spark)
+    with _COUNTING_LOCK:  # one pinned split size at a time on the shared clone
+        counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
+        counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
+        blocks = (
+            counting.read.option("lineSep", "\n")
+            .text(sorted(split))
+            .groupBy(
+                F.col("_metadata.file_path").alias("path"),
+                F.col("_metadata.file_block_start").alias("start"),
+            )
+            .count()
+            .collect()
         )
-        .count()
-        .collect()
-    )
     counts: dict[str, list[tuple[int, int]]] = {}
     for row in blocks:
         counts.setdefault(row["path"], []).append((int(row["start"]), int(row["count"])))
@@ -386,6 +386,23 @@ def _lines_before(spark: SparkSession, texts: DataFrame) -> dict[str, dict[int, 
         path: {s: sum(n for b, n in counts.get(path, []) if b < s) for s in ss if s > 0}
         for path, ss in split.items()
     }
+
+
+_COUNTING_LOCK = threading.Lock()
+
+
+def _counting_session(spark: SparkSession) -> SparkSession:
+    """A clone of ``spark`` (its settings, its own SQL conf) for the line-counting jobs, made
+    once per session: a session per read would register listeners with the SparkContext every
+    time."""
+    from pyspark.sql import SparkSession as Session
+
+    with _COUNTING_LOCK:
+        clone: SparkSession | None = getattr(spark, "_sluice_counting", None)
+        if clone is None:
+            clone = Session(spark.sparkContext, spark._jsparkSession.cloneSession())
+            spark._sluice_counting = clone  # type: ignore[attr-defined]
+        return clone
 
 
 def _typed(
