@@ -393,8 +393,8 @@ _COUNTING_LOCK = threading.Lock()
 
 def _counting_session(spark: SparkSession) -> SparkSession:
     """A clone of ``spark`` (its settings, its own SQL conf) for the line-counting jobs, made
-    once per session: a session per read would register listeners with the SparkContext every
-    time."""
+    once per session: a new session per read might leave per-session state behind in a
+    long-running process."""
     from pyspark.sql import SparkSession as Session
 
     with _COUNTING_LOCK:
