@@ -6,10 +6,10 @@ functions would sort every record; these helpers are stateful Java UDFs that a t
 per row in read order, and a :class:`RunLedger` accumulator that reports per-run facts (extreme
 event times, rows per class) exactly once even when Spark re-runs a task.
 
-The jar is built on first use with the JDK's ``javac`` against the installed PySpark's jars, into
-a content-addressed file in the temp dir (``make jvm`` builds it ahead); ``$SLUICE_SPARK_HELPER_JAR``
-names a prebuilt one instead. Every Spark session Sluice builds puts it on the classpath
-(:func:`sluice.spark.engine_jars`).
+The jar is built on first use with the JDK's ``javac`` against the installed PySpark's jars,
+into a content-addressed file in the temp dir (``make jvm`` builds it ahead);
+``$SLUICE_SPARK_HELPER_JAR`` names a prebuilt one instead. Every Spark session Sluice builds
+puts it on the classpath (:func:`sluice.spark.engine_jars`).
 """
 
 from __future__ import annotations

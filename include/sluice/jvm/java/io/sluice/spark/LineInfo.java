@@ -3,6 +3,9 @@ package io.sluice.spark;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * The line number of each row of a text file as Spark's line reader gives them (every line,
@@ -12,7 +15,9 @@ import org.apache.spark.sql.api.java.UDF3;
  *   <li>{@link #INVALID_UTF8}: the line is not valid UTF-8 (RFC 3629: no overlong forms, no
  *       surrogates, nothing above U+10FFFF);
  *   <li>{@link #TRAILING}: with {@code json}, the line holds something after its first JSON
- *       value other than whitespace ({@code {...} {...}}, {@code {...} xyz}).
+ *       value other than whitespace ({@code {...} {...}}, {@code {...} xyz});
+ *   <li>{@link #BLANK}: the line holds nothing but ASCII whitespace (space, tab, CR, LF, VT,
+ *       FF), or nothing: not a record (no other flag is set then).
  * </ul>
  *
  * Returns {@code line | flags << 48} (line from 1). A task may read several splits, each from
@@ -23,6 +28,7 @@ public final class LineInfo implements UDF3<String, Long, byte[], Long> {
   private static final long serialVersionUID = 1L;
   public static final long INVALID_UTF8 = 1L;
   public static final long TRAILING = 2L;
+  public static final long BLANK = 4L;
   public static final int FLAG_SHIFT = 48;
 
   private final boolean json;
@@ -31,12 +37,31 @@ public final class LineInfo implements UDF3<String, Long, byte[], Long> {
   private transient long lastStart;
   private transient long next;
 
-  public LineInfo(boolean json, Map<String, Map<Long, Long>> linesBefore) {
+  /**
+   * {@code linesBefore}: per file path (as {@code _metadata.file_path} gives it), per split
+   * start, the lines before it. Keys and values may come as any {@link Number} (Py4J passes
+   * small Python ints as {@code Integer}); they are stored as longs.
+   */
+  public LineInfo(boolean json, Map<String, ? extends Map<?, ?>> linesBefore) {
     this.json = json;
     this.linesBefore = new HashMap<>();
-    for (Map.Entry<String, Map<Long, Long>> e : linesBefore.entrySet()) {
-      this.linesBefore.put(e.getKey(), new HashMap<>(e.getValue()));
+    for (Map.Entry<String, ? extends Map<?, ?>> e : linesBefore.entrySet()) {
+      HashMap<Long, Long> starts = new HashMap<>();
+      for (Map.Entry<?, ?> s : e.getValue().entrySet()) {
+        starts.put(((Number) s.getKey()).longValue(), ((Number) s.getValue()).longValue());
+      }
+      this.linesBefore.put(e.getKey(), starts);
     }
+  }
+
+  /**
+   * This UDF, non-deterministic (Spark evaluates it once per row, where the plan puts it). Built
+   * here because Py4J may pick {@code functions.udf(Object, DataType)}, the untyped Scala
+   * overload Spark refuses, over {@code udf(UDF3, DataType)} when Python calls it.
+   */
+  public static UserDefinedFunction function(
+      boolean json, Map<String, ? extends Map<?, ?>> linesBefore) {
+    return functions.udf(new LineInfo(json, linesBefore), DataTypes.LongType).asNondeterministic();
   }
 
   @Override
@@ -50,7 +75,9 @@ public final class LineInfo implements UDF3<String, Long, byte[], Long> {
     long line = next++;
     long flags = 0;
     if (value != null) {
-      if (!validUtf8(value)) {
+      if (blank(value)) {
+        flags |= BLANK;
+      } else if (!validUtf8(value)) {
         flags |= INVALID_UTF8;
       } else if (json && trailing(value)) {
         flags |= TRAILING;
@@ -71,6 +98,16 @@ public final class LineInfo implements UDF3<String, Long, byte[], Long> {
               + " counted");
     }
     return found;
+  }
+
+  /** Nothing but ASCII whitespace (what {@code btrim(s, ' \t\u000b\f\r')} empties). */
+  static boolean blank(byte[] b) {
+    for (byte c : b) {
+      if (c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != 0x0b && c != '\f') {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** RFC 3629 well-formed UTF-8. */
