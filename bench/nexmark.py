@@ -611,7 +611,9 @@ def run_sluice_epochs(
             result = checkpoint.result
             assert result is not None
             ref = result.state
-            files = [v for part in ref.parts for _, v in part.files] or [v for _, v in ref.files or ()]
+            files = [v for part in ref.parts for _, v in part.files] or [
+                v for _, v in ref.files or ()
+            ]
             size = sum(int(v.split(":", 1)[0]) for v in files)
             epochs.append(
                 EpochTimes(

@@ -21,7 +21,6 @@ __all__ = [
     "class_tally",
     "counted",
     "counting",
-    "line_info",
     "new_ledger",
     "position_max",
 ]
@@ -113,22 +112,6 @@ def class_tally(
     anchored = anchor if anchor is not None else F.lit(None).cast("long")
     args = [_column(spark, c) for c in (partition, major, code, extra, anchored)]
     return _wrap(_jvm(spark).io.sluice.spark.Udfs.classTally(ledger.java, *args))
-
-
-def line_info(
-    spark: SparkSession, json: bool, lines_before: dict[str, dict[int, int]],
-    path: Column | str, block_start: Column | str, value: Column | str,
-) -> Column:  # fmt: skip
-    """``line | flags << 48`` of each text row (``io.sluice.spark.LineInfo``)."""
-    jvm = _jvm(spark)
-    table = jvm.java.util.HashMap()
-    for file_path, starts in lines_before.items():
-        inner = jvm.java.util.HashMap()
-        for start, before in starts.items():
-            inner.put(jvm.java.lang.Long(start), jvm.java.lang.Long(before))
-        table.put(file_path, inner)
-    args = [_column(spark, c) for c in (path, block_start, value)]
-    return _wrap(jvm.io.sluice.spark.Udfs.lineInfo(json, table, *args))
 
 
 def counting(

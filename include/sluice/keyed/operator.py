@@ -33,11 +33,11 @@ from sluice.keyed.runner import (
     stamp_column,
     state_column,
 )
-from sluice.spec.types import arrow_type, spark_ddl
 from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, null_safe_join
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.operators.sqltext import Sql
 from sluice.operators.stateless import no_late_rows
+from sluice.spec.types import arrow_type, spark_ddl
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -5,9 +5,10 @@ The process step (:mod:`sluice.protocol.process`) gives an operator an :class:`E
 gets back an :class:`EpochOutput`; the order it then drives it in is the contract:
 
 1. ``state_update()`` — the rows of ``S_{k+1}`` to write (a delta or a full base);
-2. ``results`` — written to every result sink (``emitted`` rows, or None: counted by the write);
-3. ``finish(emitted, state_rows)`` — the epoch's facts (counts, watermark, open windows), some of which
-   Spark only knows once the writes above ran (they come from the writes, not from extra jobs);
+2. ``results`` — written to every result sink (``emitted`` rows; None: the write counts them);
+3. ``finish(emitted, state_rows)`` — the epoch's facts (counts, watermark, open windows),
+   some of which Spark only knows once the writes above ran (they come from the writes, not
+   from extra jobs);
 4. ``late()`` / ``dead()`` — built and written only when the facts say there are such rows;
 5. ``release()`` — drop what was cached.
 """

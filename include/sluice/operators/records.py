@@ -199,7 +199,9 @@ def _bounds(inp: EpochInput) -> Callable[[str, int], int | None]:
     carried, hints = inp.carried.max_event_time_us, inp.before_hints
 
     def used(partition: str, major: int) -> int | None:
-        values = [v for v in (carried.get(partition), hints.get((partition, major))) if v is not None]
+        values = [
+            v for v in (carried.get(partition), hints.get((partition, major))) if v is not None
+        ]
         return max(values) if values else None
 
     return used

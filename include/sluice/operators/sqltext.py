@@ -64,16 +64,16 @@ class Sql:
     def __mul__(self, other: Any) -> Sql:
         return self._op("*", other)
 
-    def __le__(self, other: Any) -> Sql:  # type: ignore[override]
+    def __le__(self, other: Any) -> Sql:
         return self._op("<=", other)
 
-    def __lt__(self, other: Any) -> Sql:  # type: ignore[override]
+    def __lt__(self, other: Any) -> Sql:
         return self._op("<", other)
 
-    def __ge__(self, other: Any) -> Sql:  # type: ignore[override]
+    def __ge__(self, other: Any) -> Sql:
         return self._op(">=", other)
 
-    def __gt__(self, other: Any) -> Sql:  # type: ignore[override]
+    def __gt__(self, other: Any) -> Sql:
         return self._op(">", other)
 
     def __and__(self, other: Any) -> Sql:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from sluice.sinks.base import Prepared
 from sluice.operators.watermarks import WatermarkState
+from sluice.sinks.base import Prepared
 
 __all__ = [
     "AttemptRecord",

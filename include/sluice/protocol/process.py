@@ -329,4 +329,3 @@ def read_state(
 
     every = rt.spec.checkpoint.compact_every if rt.spec.checkpoint else 10
     return state_input(spark, rt.repo.store, ref, align, every)
-

@@ -83,9 +83,7 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     doomed = sorted(e for e in listed if e < below and e not in kept)
     # state parts a kept checkpoint reads (its base and deltas may be older than the mark)
     needed = _referenced_parts(rt, [e for e in listed if e >= below] + sorted(kept))
-    state_keys = [
-        i.key for i in rt.repo.store.list(layout.STATE) if not _in_parts(i.key, needed)
-    ]
+    state_keys = [i.key for i in rt.repo.store.list(layout.STATE) if not _in_parts(i.key, needed)]
     for i, epoch in enumerate(doomed):
         for role in rt.sinks:
             report.objects_deleted += role.sink.abort_others(epoch, keep=None)

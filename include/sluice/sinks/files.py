@@ -114,12 +114,15 @@ class FilesSink(Sink):
         cores = df.sparkSession.sparkContext.defaultParallelism
         columns = list(self.spec.partition_by)
         # not counted (rows None): as many files as the frame has partitions
-        tasks = 0 if rows is None else max(1, -(-rows // ROWS_PER_FILE), min(cores, rows // ROWS_PER_CORE))
+        tasks = (
+            0
+            if rows is None
+            else max(1, -(-rows // ROWS_PER_FILE), min(cores, rows // ROWS_PER_CORE))
+        )
         if columns:
             spread = df.repartition(tasks, *columns) if tasks else df.repartition(*columns)
             writer = (
-                spread
-                .write.mode("errorifexists")
+                spread.write.mode("errorifexists")
                 .option("maxRecordsPerFile", ROWS_PER_FILE)
                 .partitionBy(*columns)
             )

@@ -278,7 +278,9 @@ class FilesSource(Source):
             return {}
         hints: dict[tuple[str, int], int | None] = {}
         running: dict[str, int] = {}
-        for major, (key, high) in enumerate(zip(rng.files, column_maxima(metas, column), strict=True)):
+        for major, (key, high) in enumerate(
+            zip(rng.files, column_maxima(metas, column), strict=True)
+        ):
             partition = self.partition_of(key)
             hints[(partition, major)] = running.get(partition)
             if high is not None:

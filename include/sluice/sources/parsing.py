@@ -229,7 +229,9 @@ def parse_parquet(
         text, typed = columns[column]
         if column in required:
             message = lit(f"missing_event_time: field '{column}' is absent or null")
-            checks.append(f"CASE WHEN ({typed if text is None else text}) IS NULL THEN {message} END")
+            checks.append(
+                f"CASE WHEN ({typed if text is None else text}) IS NULL THEN {message} END"
+            )
         if text is not None:
             checks.append(_wrong_type_sql(column, dict(schema)[column], text, typed))
     error = f"coalesce({', '.join(checks)})" if checks else "CAST(NULL AS STRING)"
@@ -249,20 +251,31 @@ def parse_parquet(
 
 
 def _cast_sql(text: str, kind: str) -> str:
-    """:func:`_cast` as SQL text."""
+    """:func:`_cast` as SQL text (the same rules: the timestamp shape, finite numbers)."""
     if kind == "string":
         return text
     if kind == "boolean":
-        return f"CASE WHEN lower({text}) = 'true' THEN true WHEN lower({text}) = 'false' THEN false END"
+        lowered = f"lower({text})"
+        return f"CASE WHEN {lowered} = 'true' THEN true WHEN {lowered} = 'false' THEN false END"
     if kind == "timestamp":
-        return f"CASE WHEN {text} RLIKE {lit(_TIMESTAMP_SHAPE)} THEN try_cast({text} AS TIMESTAMP) END"
-    return f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+        return (
+            f"CASE WHEN {text} RLIKE {lit(_TIMESTAMP_SHAPE)} THEN try_cast({text} AS TIMESTAMP) END"
+        )
+    number = f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+    if kind in _FINITE_KINDS:
+        return f"CASE WHEN NOT isnan({number}) AND abs({number}) != double('inf') THEN {number} END"
+    return number
 
 
 def _wrong_type_sql(column: str, kind: str, text: str, typed: str) -> str:
     """:func:`_wrong_type` as SQL text."""
-    message = lit(f"wrong_type: field '{column}' = %s is not a {kind}")
-    return f"CASE WHEN {text} IS NOT NULL AND ({typed}) IS NULL THEN format_string({message}, {text}) END"
+    prefix = f"wrong_type: field '{column}' = %s is not a "
+    message = f"format_string({lit(prefix + kind)}, {text})"
+    if kind in _FINITE_KINDS:  # a number, but not a finite one (NaN, Infinity, 1e400)
+        number = f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+        finite = f"format_string({lit(prefix + 'finite ' + kind)}, {text})"
+        message = f"CASE WHEN {number} IS NOT NULL THEN {finite} ELSE {message} END"
+    return f"CASE WHEN {text} IS NOT NULL AND ({typed}) IS NULL THEN {message} END"
 
 
 def _text_schema(schema: Schema) -> T.StructType:
@@ -276,14 +289,11 @@ def _with_file(frame: DataFrame, index: Index) -> DataFrame:
     paths = ", ".join(f"{lit(path)}, {major}" for path, _, major in index)
     keys = ", ".join(lit(key) for _, key, _ in index)
     major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
-    return frame.selectExpr("*", f"{major} AS _major").selectExpr(
-        "*", f"element_at(array({keys}), _major + 1) AS _file"
-    ).drop("_path")
-
-
-def _attach_index(spark: SparkSession, frame: DataFrame, index: Index) -> DataFrame:
-    files = spark.createDataFrame(index, "_path string, _file string, _major int")
-    return frame.join(F.broadcast(files), "_path", "inner").drop("_path")
+    return (
+        frame.selectExpr("*", f"{major} AS _major")
+        .selectExpr("*", f"element_at(array({keys}), _major + 1) AS _file")
+        .drop("_path")
+    )
 
 
 def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
@@ -300,7 +310,7 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     )
     # a line of ASCII whitespace only is not a record (LineInfo tells, in its one pass)
     numbered = numbered.filter(F.col("_li").bitwiseAND(_BLANK << _LINE_BITS) == 0)
-    numbered = _attach_index(spark, numbered, index)
+    numbered = _with_file(numbered, index)
     # one trailing CR goes (CRLF files). Plain string functions, not regular expressions:
     # they run once per line.
     text = F.col("value")

@@ -83,7 +83,9 @@ class StateInput:
         assert self.spark is not None and self.store is not None and self.align is not None
         verify_parts(self.store, [p for p in chosen if p.key not in self.verified])
         self.verified.update(p.key for p in chosen)
-        files = [f"{p.key}/{name}" for p in chosen for name, _ in p.files if name.endswith(".parquet")]
+        files = [
+            f"{p.key}/{name}" for p in chosen for name, _ in p.files if name.endswith(".parquet")
+        ]
         reader = self.spark.read
         stored = stored_types(self.store, files)  # no schema-inference job (see footers.py)
         if stored is not None:
@@ -116,11 +118,15 @@ def verify_parts(store: ObjectStore, parts: list[StatePart]) -> None:
         for name, recorded in part.files:
             now = found.pop(name, None)
             if now != recorded:
-                reason = "missing" if now is None else f"is {now}, the checkpoint recorded {recorded}"
+                reason = (
+                    "missing" if now is None else f"is {now}, the checkpoint recorded {recorded}"
+                )
                 raise CorruptObject(store.uri(prefix + name), f"state file {reason}", "state")
         if found:
             extra = min(found)
-            raise CorruptObject(store.uri(prefix + extra), "not part of the recorded state", "state")
+            raise CorruptObject(
+                store.uri(prefix + extra), "not part of the recorded state", "state"
+            )
 
 
 def write_part(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from sluice.operators.base import POSITION, quoted

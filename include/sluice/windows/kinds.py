@@ -104,7 +104,9 @@ class WindowKind:
         """Rows of the state and the epoch folded per window (``_new``: the epoch touched it;
         ``_old``: the state had it)."""
         return rows.groupBy(*[quoted(k) for k in self.window_keys()]).agg(
-            *merge_columns(self.spec, types), F.expr("max(_new) AS _new"), F.expr("max(_old) AS _old")
+            *merge_columns(self.spec, types),
+            F.expr("max(_new) AS _new"),
+            F.expr("max(_old) AS _old"),
         )
 
 

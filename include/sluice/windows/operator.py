@@ -42,7 +42,7 @@ from sluice.windows.common import (
 from sluice.windows.kinds import Session, Sliding, WindowKind, kind_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from sluice.protocol.model import StatePart
     from sluice.spec.model import PipelineSpec
@@ -120,10 +120,14 @@ class IncrementalEpoch:
     cached: list[DataFrame] = field(default_factory=list)
     _results: DataFrame | None = None
     _tally: Ledger | None = None
+    _merged_cache: DataFrame | None = None
+    _fates: Ledger | None = None
     emitted: int | None = None
 
     @classmethod
-    def start(cls, kind: WindowKind, inp: EpochInput, classified: Classification) -> IncrementalEpoch:
+    def start(
+        cls, kind: WindowKind, inp: EpochInput, classified: Classification
+    ) -> IncrementalEpoch:
         """Run the pass: P cached, its rows per window end collected, the ledgers read."""
         spec = inp.spec
         partials = kind.epoch_partials(classified.frame, classified.types)
@@ -249,8 +253,8 @@ class IncrementalEpoch:
     def _merged(self) -> DataFrame:
         """Every window of the state and P, folded, with ``_fate`` (cached: the results and a
         base both read it)."""
-        if getattr(self, "_merged_cache", None) is not None:
-            return self._merged_cache  # type: ignore[no-any-return]
+        if self._merged_cache is not None:
+            return self._merged_cache
         spec, types = self.spec, self.cls.types
         rows = _flagged(self.partials, new=True)
         state = self._live_state()
@@ -318,7 +322,7 @@ class IncrementalEpoch:
         if self.compact:
             assert state_rows is not None
             return state_rows
-        if getattr(self, "_fates", None) is not None:  # every window was folded
+        if self._fates is not None:  # every window was folded
             return counted(self._fates, OPEN)
         closed_before = counted(self._tally, 1) if self._tally is not None else 0
         open_rows = sum(n for end, n in self.ends.items() if not self.closes(end))

@@ -16,7 +16,14 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
 from sluice.jvm.udfs import Ledger, counted, counting
-from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, null_safe_join, quoted
+from sluice.operators.base import (
+    ACCEPTED,
+    EpochFacts,
+    EpochInput,
+    StateUpdate,
+    null_safe_join,
+    quoted,
+)
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.aggregates import merge_columns, partial_columns, partial_names
 from sluice.windows.common import COUNTER, late_rows, operator_columns, result_rows, state_columns
@@ -205,12 +212,12 @@ def _capped_partials(spec: PipelineSpec, cls: Classification) -> DataFrame:
     w = spec.windowing
     key_cols = [F.col(quoted(k)) for k in spec.key_by]
     accepted = cls.frame.where(F.col("_class") == F.lit(ACCEPTED))
-    records = accepted.withColumn("_ws", F.col("_ts_us")).withColumn(
-        "_we", F.col("_ts_us") + F.lit(w.gap_us)
-    ).withColumn("_cell", _floor_div(F.col("_ts_us"), w.max_duration_us))
-    return records.groupBy(*key_cols, "_ws", "_we", "_cell").agg(
-        *partial_columns(spec, cls.types)
+    records = (
+        accepted.withColumn("_ws", F.col("_ts_us"))
+        .withColumn("_we", F.col("_ts_us") + F.lit(w.gap_us))
+        .withColumn("_cell", _floor_div(F.col("_ts_us"), w.max_duration_us))
     )
+    return records.groupBy(*key_cols, "_ws", "_we", "_cell").agg(*partial_columns(spec, cls.types))
 
 
 def _capped(

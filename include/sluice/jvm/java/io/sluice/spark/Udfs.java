@@ -1,6 +1,5 @@
 package io.sluice.spark;
 
-import java.util.Map;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
@@ -27,13 +26,5 @@ public final class Udfs {
     UserDefinedFunction udf =
         functions.udf(new ClassTally(ledger), DataTypes.IntegerType).asNondeterministic();
     return udf.apply(partition, major, code, extra, anchor);
-  }
-
-  public static Column lineInfo(
-      boolean json, Map<String, Map<Long, Long>> linesBefore, Column path, Column blockStart,
-      Column value) {
-    UserDefinedFunction udf =
-        functions.udf(new LineInfo(json, linesBefore), DataTypes.LongType).asNondeterministic();
-    return udf.apply(path, blockStart, value);
   }
 }
