@@ -10,10 +10,11 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins bench
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jvm jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
+	@echo "make jvm        build Sluice's Spark helper jar (include/sluice/jvm, javac) ahead of first use"
 	@echo "make jars       fetch Spark's extra jars (s3a, JDBC, Delta, Kafka connector) into .cache/jars with Maven"
 	@echo "make kafka-jars fetch a Kafka broker for the tests into .cache/kafka with Maven (not on Spark's classpath)"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
@@ -53,8 +54,13 @@ jars: $(INSTALLED)
 kafka-jars:
 	scripts/fetch-kafka.sh
 
-run: $(INSTALLED)
+run: java-check $(INSTALLED) jvm
 	$(BIN)/sluice demo
+
+# Sluice's Spark helper jar (include/sluice/jvm): built with javac on first use anyway; this
+# builds it ahead and says where it is.
+jvm: java-check $(INSTALLED)
+	@$(BIN)/python -c "from sluice.jvm import helper_jar; print('helper jar:', helper_jar())"
 
 java-check:
 	@command -v java >/dev/null || { \
@@ -65,13 +71,16 @@ java-check:
 	  echo "make: Java 17+ is required for Spark; found: $$(java -version 2>&1 | head -n1)" >&2; \
 	  exit 1; \
 	fi
+	@command -v javac >/dev/null || { \
+	  echo "make: a JDK's javac is required (Sluice builds a small Spark helper jar with it);" \
+	       "Debian: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 
 # Two pytest workers (pytest-xdist), a test file each at a time, longest files first (see
 # tests/conftest.py): every worker starts its own Spark session, SeaweedFS and PostgreSQL on
 # free loopback ports. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check chromium-check
+test: java-check $(INSTALLED) jvm jars kafka-jars compose-check postgres-check chromium-check
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check

@@ -295,7 +295,7 @@ def reference_sql(query: str, bids: str) -> str:
         WITH b AS (SELECT bidder, {t} AS t FROM {bids}),
         final AS (SELECT max(t) AS wm FROM b),
         marked AS (SELECT bidder, t, CASE WHEN t - lag(t) OVER (PARTITION BY bidder ORDER BY t)
-                          < {gap} THEN 0 ELSE 1 END AS starts FROM b),
+                          <= {gap} THEN 0 ELSE 1 END AS starts FROM b),
         numbered AS (SELECT bidder, t, sum(starts) OVER (PARTITION BY bidder ORDER BY t
                             ROWS UNBOUNDED PRECEDING) AS session FROM marked)
         SELECT bidder, min(t) AS ws, max(t) + {gap} AS we, count(*) AS bid_count

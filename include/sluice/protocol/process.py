@@ -226,8 +226,18 @@ def _output(
 
 def _side(spark: SparkSession, build: Any, rows: int, ddl: str) -> DataFrame:
     """The side output when it has rows; else an empty frame of its columns (a sink may still
-    create its table from them) that costs no planning."""
-    return build() if rows else spark.createDataFrame([], ddl)
+    create its table from them) that costs no planning (made once per session: it never
+    changes)."""
+    if rows:
+        return build()
+    key = (id(spark), ddl)
+    empty = _EMPTY.get(key)
+    if empty is None or empty.sparkSession is not spark:
+        empty = _EMPTY[key] = spark.createDataFrame([], ddl)
+    return empty
+
+
+_EMPTY: dict[tuple[int, str], DataFrame] = {}
 
 
 def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outputs) -> None:
