@@ -39,11 +39,12 @@ class HelperClassesMissing(SluiceError):
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """One run's slots: ``(partition, major, task)`` and the values."""
+    """One run's slots: ``(partition, major, split)`` and the values. ``split`` is the file
+    split's byte offset, or the task's partition number for sources that are not files."""
 
     partition: str
     major: int
-    task: int
+    split: int
     slots: tuple[int, ...]
 
 
@@ -58,8 +59,8 @@ class Ledger:
         found = []
         for line in str(self.java.dump()).splitlines():
             key, *values = line.split("\t")
-            partition, major, task = key.split("\u0001")
-            found.append(LedgerRow(partition, int(major), int(task), tuple(map(int, values))))
+            partition, major, split = key.split("\u0001")
+            found.append(LedgerRow(partition, int(major), int(split), tuple(map(int, values))))
         return found
 
 

@@ -112,7 +112,7 @@ class Classification:
     def facts(self) -> PassFacts:
         """Counts and watermarks from the ledgers: call after an action ran the pass."""
         runs = [
-            Run(r.partition, r.major, r.task, r.slots[0], r.slots[1],
+            Run(r.partition, r.major, r.split, r.slots[0], r.slots[1],
                 r.slots[2] if r.slots[4] else None, r.slots[3] if r.slots[4] else None)
             for r in self.positions.rows()
         ]  # fmt: skip

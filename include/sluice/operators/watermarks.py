@@ -74,13 +74,13 @@ class WatermarkState:
 
 @dataclass(frozen=True)
 class Run:
-    """What one task read of one partition and major position, in read order: its first and
+    """What one split read of one partition and major position, in read order: its first and
     last line and the extreme event times of its valid records (``low``/``high`` None: it had
-    none)."""
+    none). ``split``: the file split's byte offset, or the task for sources that are not files."""
 
     partition: str
     major: int
-    task: int
+    split: int
     first_line: int
     last_line: int
     low: int | None
