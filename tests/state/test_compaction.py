@@ -99,7 +99,7 @@ def test_sessions_across_compaction_equal_one_epoch(spark: Any, tmp_path: Path) 
     run_until_drained(one, spark)
     assert one.repo.latest_epoch() == 1 and rt.repo.latest_epoch() == 5
     keys = ["user", "window_start", "window_end"]
-    assert compare_rows(committed_rows(spec, "out"), committed_rows(whole, "out"), keys) == []
+    assert compare_rows(committed_rows(spec, "out"), committed_rows(whole, "out"), keys=keys) == []
     assert _open_windows(rt)[-1] == _open_windows(one)[-1]
     assert any(len(rt.repo.checkpoint(e).result.state.parts) > 1 for e in range(1, 6))
 

@@ -249,14 +249,17 @@ def test_hopping_aligns_to_the_epoch_when_size_is_not_a_multiple_of_slide() -> N
     ]
 
 
-def test_sessions_merge_overlaps_not_touches() -> None:
+def test_sessions_merge_when_they_overlap_or_touch() -> None:
+    """As Flink's ``TimeWindow.intersects``: windows that only touch are one session too
+    (issue #23 changed this on purpose: before, [30, 40) and [40, 50) stayed apart)."""
     files = {
         "a/0001.jsonl": text(
             rec("u1", 0, 1.0),
             rec("u2", 3, 16.0),
             rec("u1", 5, 2.0),  # [5, 15) overlaps [0, 10): one session [0, 15)
             rec("u1", 30, 4.0),
-            rec("u1", 40, 8.0),  # [40, 50) only touches [30, 40): separate
+            rec("u1", 40, 8.0),  # [40, 50) touches [30, 40): one session [30, 50)
+            rec("u1", 61, 1.0),  # 11 s after the last record: a new session
         )
     }
     ref = compute(spec({"type": "session", "gap": "10s"}, emit="on_update"), files)
@@ -265,8 +268,8 @@ def test_sessions_merge_overlaps_not_touches() -> None:
         [
             row("u1", 0, 15, n=2, total=3.0),
             row("u2", 3, 13, n=1, total=16.0),
-            row("u1", 30, 40, n=1, total=4.0),
-            row("u1", 40, 50, n=1, total=8.0),
+            row("u1", 30, 50, n=2, total=12.0),
+            row("u1", 61, 71, n=1, total=1.0),
         ],
     )
 

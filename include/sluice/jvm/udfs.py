@@ -39,8 +39,8 @@ class HelperClassesMissing(SluiceError):
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """One run's slots: ``(partition, major, split)`` and the values. ``split`` is the file
-    split's byte offset, or the task's partition number for sources that are not files."""
+    """One run's slots: ``(partition, major, split)`` and the values. ``split`` is the line
+    the run begins at (a write counter's: its task's partition number)."""
 
     partition: str
     major: int
@@ -104,14 +104,17 @@ def position_max(
 
 def class_tally(
     spark: SparkSession, ledger: Ledger, partition: Column | str, major: Column | str,
-    code: Column | str, extra: Column | str, anchor: Column | str | None = None,
+    line: Column | str | None, code: Column | str, extra: Column | str,
+    anchor: Column | str | None = None,
 ) -> Column:  # fmt: skip
     """``code`` as is, counted per run and class (``io.sluice.spark.ClassTally``).
+    ``line``: the row's line (None: count per task, for rows written by one action);
     ``anchor``: a (long) column Spark must evaluate for every counted row."""
     from pyspark.sql import functions as F
 
     anchored = anchor if anchor is not None else F.lit(None).cast("long")
-    args = [_column(spark, c) for c in (partition, major, code, extra, anchored)]
+    at = line if line is not None else F.lit(None).cast("long")
+    args = [_column(spark, c) for c in (partition, major, at, code, extra, anchored)]
     return _wrap(_jvm(spark).io.sluice.spark.Udfs.classTally(ledger.java, *args))
 
 
@@ -124,7 +127,7 @@ def counting(
     from pyspark.sql import functions as F
 
     ledger = new_ledger(spark, "ClassTally")
-    tallied = class_tally(spark, ledger, F.lit(label), F.lit(0), code if code is not None
+    tallied = class_tally(spark, ledger, F.lit(label), F.lit(0), None, code if code is not None
                           else F.lit(0), F.lit(0))  # fmt: skip
     return frame.where(tallied >= F.lit(0)), ledger
 

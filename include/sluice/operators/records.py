@@ -179,7 +179,7 @@ def classify(
     kind = when(*branches, otherwise=ACCEPTED)
     extra = when((Sql(f"_kind <= {LATE}"), missed), otherwise=0)
     frame = frame.selectExpr("*", f"{kind} AS _kind", f"{extra} AS _extra")
-    tallied = class_tally(spark, tally, "_partition", "_major", "_kind", "_extra", "_pm")
+    tallied = class_tally(spark, tally, "_partition", "_major", "_line", "_kind", "_extra", "_pm")
     frame = frame.withColumn("_class", tallied).drop("_pm", "_kind", "_extra")
     frame = frame.selectExpr("*", f"{inp.epoch}L AS _epoch")
     types = dict(frame.dtypes)

@@ -76,7 +76,7 @@ class WatermarkState:
 class Run:
     """What one split read of one partition and major position, in read order: its first and
     last line and the extreme event times of its valid records (``low``/``high`` None: it had
-    none). ``split``: the file split's byte offset, or the task for sources that are not files."""
+    none). ``split``: the line it begins at (see ``io.sluice.spark.Runs``)."""
 
     partition: str
     major: int

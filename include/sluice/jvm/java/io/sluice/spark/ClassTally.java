@@ -1,9 +1,10 @@
 package io.sluice.spark;
 
-import org.apache.spark.sql.api.java.UDF5;
+import org.apache.spark.sql.api.java.UDF6;
 
 /**
- * Counts the rows of each class per run (see {@link PositionMax}) and returns the class as is,
+ * Counts the rows of each class per run (see {@link PositionMax}; {@code line}: the row's line,
+ * null for a counter of written rows, whose runs are its tasks) and returns the class as is,
  * so it sits on the path of every row. Classes are small integers ({@code 0 .. CLASSES-1}); the
  * last slot sums a per-row count (the windows a late or partly late record missed). Merged by
  * MAX per run, so a task Spark runs twice is counted once.
@@ -12,7 +13,8 @@ import org.apache.spark.sql.api.java.UDF5;
  * is counted (Spark drops a non-deterministic column nothing reads, such as a {@link
  * PositionMax} whose ledger alone is wanted).
  */
-public final class ClassTally implements UDF5<String, Integer, Integer, Integer, Long, Integer> {
+public final class ClassTally
+    implements UDF6<String, Integer, Long, Integer, Integer, Long, Integer> {
   private static final long serialVersionUID = 1L;
   public static final int CLASSES = 5;
 
@@ -32,10 +34,11 @@ public final class ClassTally implements UDF5<String, Integer, Integer, Integer,
   }
 
   @Override
-  public Integer call(String partition, Integer major, Integer code, Integer extra, Long anchor) {
+  public Integer call(
+      String partition, Integer major, Long line, Integer code, Integer extra, Long anchor) {
     int m = major == null ? 0 : major;
     if (last == null || m != lastMajor || !partition.equals(lastPartition)) {
-      last = ledger.slots(Runs.key(partition, m));
+      last = ledger.slots(Runs.key(partition, m, line));
       lastPartition = partition;
       lastMajor = m;
     }

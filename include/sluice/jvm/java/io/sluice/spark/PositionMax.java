@@ -5,8 +5,8 @@ import org.apache.spark.sql.api.java.UDF4;
 /**
  * The largest event time of the earlier rows of the same run, in the order the task reads them
  * (null before the first). A run is the rows of one source partition and one major position
- * (a file) that one Spark task reads: Spark reads a file split front to back, so this is the
- * running maximum a watermark needs, with no sort. It is stateful, hence registered as
+ * (a file) that one Spark task reads, keyed by its first line ({@link Runs}): Spark reads a
+ * file split front to back, so this is the running maximum a watermark needs, with no sort. It is stateful, hence registered as
  * non-deterministic: Spark evaluates it once per row, where the plan puts it.
  *
  * <p>Per run it records in its {@link RunLedger}: first line (MIN), last line (MAX), smallest
@@ -40,8 +40,8 @@ public final class PositionMax implements UDF4<String, Integer, Long, Long, Long
 
   @Override
   public Long call(String partition, Integer major, Long line, Long ts) {
-    long[] s = slots(partition, major == null ? 0 : major);
     long position = line;
+    long[] s = slots(partition, major == null ? 0 : major, position);
     if (s[LAST_LINE] != Long.MIN_VALUE && position <= s[LAST_LINE]) {
       throw new IllegalStateException(
           "sluice: rows of partition " + partition + ", major " + major + " out of order: line "
@@ -65,9 +65,9 @@ public final class PositionMax implements UDF4<String, Integer, Long, Long, Long
     return before;
   }
 
-  private long[] slots(String partition, int major) {
+  private long[] slots(String partition, int major, long line) {
     if (last == null || major != lastMajor || !partition.equals(lastPartition)) {
-      last = ledger.slots(Runs.key(partition, major));
+      last = ledger.slots(Runs.key(partition, major, line));
       lastPartition = partition;
       lastMajor = major;
     }

@@ -1,27 +1,26 @@
 package io.sluice.spark;
 
 import org.apache.spark.TaskContext;
-import org.apache.spark.rdd.InputFileBlockHolder;
 
 /**
- * The key of a run: source partition, major position and the split that was read. For a file
- * split the split is its byte offset in the file (Spark packs splits into tasks differently
- * from one plan to the next, so the task number would make one split two runs when two actions
- * read the same records); for other sources (Kafka offset ranges, generated rows) it is the
- * Spark task's partition number, which the source fixes.
+ * The key of a run: source partition, major position and where the run begins. A run is the
+ * rows of one partition and major position (a file) that one Spark task reads, front to back:
+ * for a file, one split. It begins at the line of its first row, which is the same in every
+ * plan over the same records, whereas the task that reads a split is not (Spark packs splits
+ * into tasks anew for each action), so two actions over the same records report the same runs.
+ * Without lines (a write's row counter) the run is the task, within one action.
  */
 final class Runs {
   private Runs() {}
 
-  static String key(String partition, int major) {
-    long start = InputFileBlockHolder.getStartOffset();
-    String split;
-    if (start >= 0) {
-      split = Long.toString(start);
+  static String key(String partition, int major, Long firstLine) {
+    long begins;
+    if (firstLine != null) {
+      begins = firstLine;
     } else {
       TaskContext task = TaskContext.get();
-      split = Integer.toString(task == null ? -1 : task.partitionId());
+      begins = task == null ? -1 : task.partitionId();
     }
-    return partition + '\u0001' + major + '\u0001' + split;
+    return partition + '\u0001' + major + '\u0001' + begins;
   }
 }

@@ -21,10 +21,10 @@ public final class Udfs {
   }
 
   public static Column classTally(
-      RunLedger ledger, Column partition, Column major, Column code, Column extra,
+      RunLedger ledger, Column partition, Column major, Column line, Column code, Column extra,
       Column anchor) {
     UserDefinedFunction udf =
         functions.udf(new ClassTally(ledger), DataTypes.IntegerType).asNondeterministic();
-    return udf.apply(partition, major, code, extra, anchor);
+    return udf.apply(partition, major, line, code, extra, anchor);
   }
 }
