@@ -40,6 +40,7 @@ __all__ = [
 
 ERROR_MARK = "sluice-keyed-function-failed: "
 TIMERS = "_timers"
+_NO_TIMES: tuple[int, ...] = ()
 
 
 def state_column(name: str) -> str:
@@ -86,7 +87,21 @@ class KeyedProgram:
     def run_key(self, key: Any, records: Any, state_row: Mapping[str, Any] | None) -> KeyResult:
         """``records``: a pandas DataFrame in source order with ``_ts_us`` and ``_wm``."""
         run = _KeyRun(self, key, state_row or {})
-        run.walk(records)
+        n = len(records)
+        wm = records["_wm"].to_numpy(dtype="int64") if n else _NO_TIMES
+        ts = records["_ts_us"].astype("int64").to_numpy() if n else _NO_TIMES
+        run.walk(records, ts, wm, exact=False)
+        return run.finish()
+
+    def run_frame(
+        self, key: Any, records: Any, ts: Any, wm: Any, state_row: Mapping[str, Any] | None
+    ) -> KeyResult:
+        """:meth:`run_key` for records already in the function's shape: ``records`` holds
+        exactly :attr:`columns` with the index 0..n-1 and is the key's own (a run without
+        timer firings in between passes it to the function as it is); ``ts`` and ``wm``
+        are its event times and position watermarks as int64 numpy arrays."""
+        run = _KeyRun(self, key, state_row or {})
+        run.walk(records, ts, wm, exact=True)
         return run.finish()
 
 
@@ -104,15 +119,14 @@ class _KeyRun:
             s.name: _handle(s, self.ctx, row, reducers.get(s.name)) for s in program.states
         }
 
-    def walk(self, records: Any) -> None:
+    def walk(self, records: Any, ts: Any, wm: Any, *, exact: bool) -> None:
+        """``ts``, ``wm``: int64 arrays (``wm`` NO_WATERMARK: none yet); ``exact``: the frame
+        has just the function's columns, index 0..n-1, and is this key's own."""
         import numpy as np
 
-        n = len(records)
-        wm = records["_wm"].to_numpy(dtype="int64") if n else None  # NO_WATERMARK: none yet
-        ts = records["_ts_us"].astype("int64").to_numpy() if n else None
+        n = len(ts)
         i = 0
         while i < n:
-            assert wm is not None and ts is not None
             self.fire_due(None if wm[i] == NO_WATERMARK else int(wm[i]))
             earliest = self.timers.earliest()
             j = n
@@ -121,7 +135,12 @@ class _KeyRun:
                 j = i + 1 + int(later[0]) if len(later) else n
             self.ctx.now_us = int(ts[i:j].max())
             self.ctx.watermark_us = None if wm[i] == NO_WATERMARK else int(wm[i])
-            batch = records.iloc[i:j][list(self.p.columns)].reset_index(drop=True)
+            if not exact:
+                batch = records.iloc[i:j][list(self.p.columns)].reset_index(drop=True)
+            elif i == 0 and j == n:
+                batch = records
+            else:
+                batch = records.iloc[i:j].reset_index(drop=True)
             self.ctx._times = (ts[i:j], wm[i:j])
             self.collect(self.p.function_ref, partial(self.p.function, self.ctx, batch))
             i = j
