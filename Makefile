@@ -10,10 +10,11 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins bench
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jvm jars kafka-jars flink-venv bench bench-quick run test chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
+	@echo "make jvm        build Sluice's Spark helper jar (include/sluice/jvm, javac) ahead of first use"
 	@echo "make jars       fetch Spark's extra jars (s3a, JDBC, Delta, Kafka connector) into .cache/jars with Maven"
 	@echo "make kafka-jars fetch a Kafka broker for the tests into .cache/kafka with Maven (not on Spark's classpath)"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
@@ -26,6 +27,8 @@ help:
 	@echo "make bench-quick  the same at smoke size (bench/results/quick.md, a few minutes)"
 	@echo "make flink-venv the benchmark's PyFlink in .cache/bench/flink-venv (apart from $(VENV))"
 	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
+	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (20-30 min)"
+	@echo "make astro-test the Astro project's image (Dockerfile) built without a registry, the demo DAG in it"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make typecheck  mypy"
 	@echo "make clean      remove caches and build leftovers (keeps $(VENV) and .cache/)"
@@ -51,8 +54,13 @@ jars: $(INSTALLED)
 kafka-jars:
 	scripts/fetch-kafka.sh
 
-run: $(INSTALLED)
+run: java-check $(INSTALLED) jvm
 	$(BIN)/sluice demo
+
+# Sluice's Spark helper jar (include/sluice/jvm): built with javac on first use anyway; this
+# builds it ahead and says where it is.
+jvm: java-check $(INSTALLED)
+	@$(BIN)/python -c "from sluice.jvm import helper_jar; print('helper jar:', helper_jar())"
 
 java-check:
 	@command -v java >/dev/null || { \
@@ -63,13 +71,16 @@ java-check:
 	  echo "make: Java 17+ is required for Spark; found: $$(java -version 2>&1 | head -n1)" >&2; \
 	  exit 1; \
 	fi
+	@command -v javac >/dev/null || { \
+	  echo "make: a JDK's javac is required (Sluice builds a small Spark helper jar with it);" \
+	       "Debian: apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 
 # Two pytest workers (pytest-xdist), a test file each at a time, longest files first (see
 # tests/conftest.py): every worker starts its own Spark session, SeaweedFS and PostgreSQL on
 # free loopback ports. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 
-test: java-check $(INSTALLED) jars kafka-jars compose-check postgres-check chromium-check
+test: java-check $(INSTALLED) jvm jars kafka-jars compose-check postgres-check chromium-check
 	$(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check
@@ -108,6 +119,22 @@ airflow: java-check $(INSTALLED)
 
 airflow-stop:
 	scripts/airflow-local.sh stop
+
+# The docker-compose stack for real (scripts/compose_test.py; never part of make test): Debian's
+# Docker engine when missing (dockerd started and stopped), a debootstrap base image (no
+# registry), local stand-ins for the images it cannot pull (docker/compose.local.yaml), every
+# service up on loopback ports, the demo DAG triggered through the REST API, its output and a
+# rewind checked against the reference, then everything torn down; prints a summary.
+# COMPOSE_TEST_ARGS=--keep leaves the stack up (scripts/compose_test.py --down removes it).
+.PHONY: compose-test astro-test
+COMPOSE_TEST_ARGS ?=
+compose-test: $(INSTALLED) kafka-jars
+	$(BIN)/python scripts/compose_test.py $(COMPOSE_TEST_ARGS)
+
+# The Astro project (Dockerfile, packages.txt, airflow_settings.yaml) built on a stand-in for
+# the Astro Runtime (no registry), the demo DAG run in its image with `airflow dags test`.
+astro-test: $(INSTALLED)
+	$(BIN)/python scripts/compose_test.py --astro $(COMPOSE_TEST_ARGS)
 
 # A PostgreSQL server for the tests' Airflow metadata DB (the tests start their own on loopback).
 postgres-check:

@@ -27,6 +27,10 @@ Sections (``--sections``, default all, in this order):
 * ``scaling``: epoch time as the total state grows with the touched keys fixed, and as the
   events per epoch grow.
 
+Sluice's process step, Structured Streaming's micro-batch and the plain batch of one epoch are
+also probed (``bench/probe.py``): Spark jobs, input passes, Py4J calls and executor CPU seconds
+per steady epoch, counts that timing noise cannot move.
+
 Every engine's output is compared with DuckDB's (windows that closed: ``end <= `` the last
 bid's time, as Sluice's ``emit: on_close``); a mismatch is printed and its time not counted.
 Each row of the report carries the command, the machine and the date. Speed is measured here,
@@ -49,13 +53,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.fixtures (runtime builder)
+sys.path.insert(0, str(ROOT))  # tests.fixtures (runtime builder), bench.probe
+
+from bench.probe import PROBE_CONF, Counts, Py4JCounter, SparkProbe, Work, streaming_batch  # noqa: E402
 
 CACHE = ROOT / ".cache" / "bench"
 RESULTS = ROOT / "bench" / "results"
@@ -289,7 +295,7 @@ def reference_sql(query: str, bids: str) -> str:
         WITH b AS (SELECT bidder, {t} AS t FROM {bids}),
         final AS (SELECT max(t) AS wm FROM b),
         marked AS (SELECT bidder, t, CASE WHEN t - lag(t) OVER (PARTITION BY bidder ORDER BY t)
-                          < {gap} THEN 0 ELSE 1 END AS starts FROM b),
+                          <= {gap} THEN 0 ELSE 1 END AS starts FROM b),
         numbered AS (SELECT bidder, t, sum(starts) OVER (PARTITION BY bidder ORDER BY t
                             ROWS UNBOUNDED PRECEDING) AS session FROM marked)
         SELECT bidder, min(t) AS ws, max(t) + {gap} AS we, count(*) AS bid_count
@@ -445,7 +451,7 @@ def run_plain(report: Report, spark: Any, ds: Dataset, files_per_epoch: int) -> 
             events = ds.bids(files if scope == "all" else files[:files_per_epoch])
             out = WORK / "plain" / f"{query}-{scope}"
             shutil.rmtree(out, ignore_errors=True)
-            with timed() as t:
+            with SparkProbe(spark, [ds.dir("parquet")]) as probe, timed() as t:
                 spark_query(query, read_batch(spark, "parquet", paths)).write.parquet(str(out))
             check = ""
             if scope == "all":
@@ -453,8 +459,9 @@ def run_plain(report: Report, spark: Any, ds: Dataset, files_per_epoch: int) -> 
             else:
                 per_epoch[query] = t[0]
             report.add(
-                Row("plain", f"Spark batch ({scope})", query, "parquet", events, t[0], None, check)
-            )
+                Row("plain", f"Spark batch ({scope})", query, "parquet", events, t[0], None, check,
+                    extra={"work": probe.counts.as_dict()})
+            )  # fmt: skip
     return per_epoch
 
 
@@ -529,6 +536,10 @@ class EpochTimes:
     state_bytes: int
     state_rows: int
     records: int
+    work: Counts | None = None  # the process step's Spark work (bench/probe.py), when probed
+    plan_py4j: int = 0  # Py4J calls of the plan and commit steps
+    commit_py4j: int = 0
+    probe_s: float = 0.0  # the probe's own time (status store reads), in no step's time
 
     @property
     def total(self) -> float:
@@ -561,9 +572,17 @@ class StateTimer:
 
 
 def run_sluice_epochs(
-    spark: Any, spec_path: Path, *, max_epochs: int | None = None, max_units: int | None = None
+    spark: Any,
+    spec_path: Path,
+    *,
+    max_epochs: int | None = None,
+    max_units: int | None = None,
+    probe: bool = True,
 ) -> list[EpochTimes]:
-    """plan -> process -> commit until drained (or ``max_epochs``), each step timed."""
+    """plan -> process -> commit until drained (or ``max_epochs``), each step timed.
+    ``probe``: count each process step's Spark work (:class:`bench.probe.SparkProbe`, input
+    passes = scans of the source's folder) and the plan and commit steps' Py4J calls; the
+    probe's own time (before and after the step) is kept apart in ``probe_s``."""
     from sluice.protocol import commit_epoch, plan_epoch, process_epoch
     from sluice.spec import load_spec
 
@@ -574,31 +593,59 @@ def run_sluice_epochs(
     with StateTimer() as state:
         while max_epochs is None or len(epochs) < max_epochs:
             t0 = time.perf_counter()
-            plan = plan_epoch(rt, max_units=max_units)
+            with Py4JCounter() as plan_calls:
+                plan = plan_epoch(rt, max_units=max_units)
             if plan is None:
                 break
             t1 = time.perf_counter()
             state.seconds = 0.0
-            record = process_epoch(rt, spark, plan.epoch)
-            t2 = time.perf_counter()
-            checkpoint = commit_epoch(rt, plan.epoch, record.attempt)
+            probed = SparkProbe(spark, [rt.spec.source.path]) if probe else None
+            with probed or contextlib.nullcontext():
+                t1p = time.perf_counter()
+                record = process_epoch(rt, spark, plan.epoch)
+                t2 = time.perf_counter()
+            t2p = time.perf_counter()
+            with Py4JCounter() as commit_calls:
+                checkpoint = commit_epoch(rt, plan.epoch, record.attempt)
             t3 = time.perf_counter()
             result = checkpoint.result
             assert result is not None
             ref = result.state
-            size = sum(int(v.split(":", 1)[0]) for _, v in ref.files or ())
+            files = [v for part in ref.parts for _, v in part.files] or [
+                v for _, v in ref.files or ()
+            ]
+            size = sum(int(v.split(":", 1)[0]) for v in files)
             epochs.append(
                 EpochTimes(
                     t1 - t0,
-                    t2 - t1,
-                    t3 - t2,
+                    t2 - t1p,
+                    t3 - t2p,
                     state.seconds,
                     size,
                     ref.rows,
                     result.stats.records_read,
+                    probed.counts if probed else None,
+                    plan_calls.calls,
+                    commit_calls.calls,
+                    (t1p - t1) + (t2p - t2),
                 )
             )
     return epochs
+
+
+def steady_work(epochs: list[EpochTimes]) -> dict[str, Any]:
+    """The medians of the probed counts over the steady epochs (every epoch but the first,
+    which loads no state; the only one when there is one)."""
+    steady = epochs[1:] or epochs
+    work = [e.work for e in steady if e.work is not None]
+    if not work:
+        return {}
+    return {
+        **Counts.median(work),
+        "plan_py4j": statistics.median(e.plan_py4j for e in steady),
+        "commit_py4j": statistics.median(e.commit_py4j for e in steady),
+        "steady": len(work),
+    }
 
 
 def run_sluice(
@@ -614,13 +661,14 @@ def run_sluice(
         # not timed: the first epochs of a query compile its code (Spark's codegen, the JIT)
         warm = sluice_spec(f"bench_{query}_warm", SPECS[query], bid_source(ds, "parquet", 1), 2,
                            WORK / "sluice" / f"warm-{query}")  # fmt: skip
-        run_sluice_epochs(spark, warm, max_epochs=2)
+        run_sluice_epochs(spark, warm, max_epochs=2, probe=False)
         for fmt, qos in runs:
             name = f"bench_{query}_{fmt}_qos{qos}"
             work = WORK / "sluice" / name
             spec = sluice_spec(name, SPECS[query], bid_source(ds, fmt, files_per_epoch), qos, work)
             with timed() as t:
                 epochs = run_sluice_epochs(spark, spec)
+            seconds = t[0] - sum(e.probe_s for e in epochs)  # the probe's reads not counted
             check = check_output(query, ds, f"{work}/out/*.parquet")
             per_epoch = statistics.median(e.total for e in epochs)
             base = plain.get(query) if fmt == "parquet" else None
@@ -631,7 +679,7 @@ def run_sluice(
                     query,
                     fmt,
                     sum(e.records for e in epochs),
-                    t[0],
+                    seconds,
                     rows_out(f"{work}/out/*.parquet"),
                     check,
                     extra={
@@ -648,6 +696,8 @@ def run_sluice(
                         "state_rows": epochs[-1].state_rows if epochs else 0,
                         "plain_epoch_s": base,
                         "overhead": (per_epoch / base - 1) if base else None,
+                        "work": steady_work(epochs),
+                        "probe_s": sum(e.probe_s for e in epochs),
                     },
                 )
             )
@@ -680,10 +730,10 @@ def run_sss(
             shutil.rmtree(first.parent, ignore_errors=True)
             first.mkdir(parents=True)
             (first / ds.files(fmt)[0].name).symlink_to(ds.files(fmt)[0])
-            sss_run(spark, query, fmt, first, first.parent / query, 1)
+            sss_run(spark, query, fmt, first, first.parent / query, 1)  # not measured
             work = WORK / "sss" / f"{query}-{fmt}"
-            with timed() as t:
-                progress = sss_run(spark, query, fmt, ds.dir(fmt), work, files_per_epoch)
+            with SparkProbe(spark, [ds.dir(fmt)]) as probe, timed() as t:
+                progress, calls = sss_run(spark, query, fmt, ds.dir(fmt), work, files_per_epoch)
             batches = [p for p in progress if p.get("numInputRows", 0) > 0]
             check = check_output(query, ds, f"{work}/out/*.parquet")
             report.add(
@@ -705,6 +755,7 @@ def run_sss(
                         if batches
                         else None,
                         "state_store": "RocksDB",
+                        "work": sss_work(probe.work, batches, calls),
                     },
                 )
             )
@@ -712,22 +763,40 @@ def run_sss(
 
 def sss_run(
     spark: Any, query: str, fmt: str, folder: Path, work: Path, files_per_trigger: int
-) -> list[dict[str, Any]]:
-    """One AvailableNow run of ``query`` over ``folder`` into ``work``; its progress list."""
+) -> tuple[list[dict[str, Any]], int]:
+    """One AvailableNow run of ``query`` over ``folder`` into ``work``: its progress list and
+    the Py4J calls Python made to define, start and await it."""
     shutil.rmtree(work, ignore_errors=True)
-    reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_trigger)
-    df = reader.parquet(str(folder)) if fmt == "parquet" else reader.json(str(folder))
-    writer = (
-        spark_query(query, df, streaming=True)
-        .writeStream.format("parquet")
-        .option("path", str(work / "out"))
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .outputMode("append")
-        .trigger(availableNow=True)
-    )
-    running = writer.start()
-    running.awaitTermination()
-    return list(running.recentProgress)
+    with Py4JCounter() as calls:
+        reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_trigger)
+        df = reader.parquet(str(folder)) if fmt == "parquet" else reader.json(str(folder))
+        writer = (
+            spark_query(query, df, streaming=True)
+            .writeStream.format("parquet")
+            .option("path", str(work / "out"))
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .outputMode("append")
+            .trigger(availableNow=True)
+        )
+        running = writer.start()
+        running.awaitTermination()
+    return list(running.recentProgress), calls.calls
+
+
+def sss_work(work: Work, batches: list[dict[str, Any]], calls: int) -> dict[str, Any]:
+    """The medians of the probed counts over the steady micro-batches (those with data but the
+    first), each batch's jobs and executions told apart by their description (``batch = N``).
+    Py4J calls: the whole run's (define, start, await): a micro-batch itself makes none, the
+    stream thread runs in the JVM."""
+    ids = sorted(int(p["batchId"]) for p in batches)
+    steady = ids[1:] or ids
+    runs = [
+        replace(work.counts(lambda d, b=b: streaming_batch(d) == b), py4j_calls=calls)
+        for b in steady
+    ]
+    if any(r.jobs == 0 for r in runs):
+        raise RuntimeError(f"no Spark job found for some of micro-batches {steady}")
+    return {**Counts.median(runs), "steady": len(runs)}
 
 
 # --- PyFlink ----------------------------------------------------------------------------
@@ -820,7 +889,7 @@ def trickle_file(folder: Path, n: int) -> None:
 def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     """A near-empty epoch (one new 1-bid file) of q5, cold and warm. An epoch with no new
     data at all is never run: plan finds nothing and the DAG run ends there."""
-    from sluice.spark import s3a_jars, submit_conf
+    from sluice.spark import engine_jars, submit_conf
 
     work = WORK / "fixed"
     source = {"type": "files", "path": str(work / "in" / "bid"), "format": "parquet",
@@ -835,7 +904,7 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
     for key, value in submit_conf().items():
         submit += ["--conf", f"{key}={value}"]
-    jars = ",".join(str(p) for p in s3a_jars())
+    jars = ",".join(str(p) for p in engine_jars())
     if jars:
         submit += ["--jars", jars]
     cold: list[dict[str, float]] = []
@@ -870,7 +939,8 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     warm: list[dict[str, float]] = []
     for n in range(repeats + 1):
         trickle_file(work / "in" / "bid", n)
-        (e,) = run_sluice_epochs(spark, spec, max_epochs=1)
+        # not probed: draining the listener bus before process would hide part of the cost
+        (e,) = run_sluice_epochs(spark, spec, max_epochs=1, probe=False)
         if n:
             warm.append({"plan": e.plan, "process": e.process, "commit": e.commit})
     modes["warm (long-lived session, in-process)"] = warm
@@ -1000,7 +1070,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
         body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"}, "emit": "on_close",
                 "aggregates": {"n": "count(*)", "total": "sum(value)"}}  # fmt: skip
         spec = sluice_spec("bench_state", body, source, 2, work / "run")
-        epochs = run_sluice_epochs(spark, spec)
+        epochs = run_sluice_epochs(spark, spec, probe=False)
         first, rest = epochs[0], epochs[1:]
         report.add(
             Row(
@@ -1036,7 +1106,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
         spec = sluice_spec(
             "bench_epochs", SPECS["q11"], source, 2, WORK / "scaling" / f"epochs-{size}"
         )
-        epochs = run_sluice_epochs(spark, spec)
+        epochs = run_sluice_epochs(spark, spec, probe=False)
         last = epochs[-1]
         report.add(
             Row(
@@ -1100,8 +1170,10 @@ def main() -> int:
         if set(sections) & {"plain", "sluice", "sss", "fixed", "scaling"}:
             from sluice.spark import spark_session
 
+            # PROBE_CONF: a longer status-store history and whole scan locations (bench/probe.py)
             spark = spark_session(
-                "sluice-nexmark-bench", extra_conf={"spark.driver.memory": args.driver_memory}
+                "sluice-nexmark-bench",
+                extra_conf={"spark.driver.memory": args.driver_memory, **PROBE_CONF},
             )
             warm_up(spark, ds, files_per_epoch)
         plain: dict[str, float] = {}
@@ -1134,7 +1206,7 @@ def warm_up(spark: Any, ds: Dataset, files_per_epoch: int) -> None:
     workers, class loading), so the first measured engine does not pay for them."""
     work = WORK / "warm-up"
     spec = sluice_spec("bench_warm_up", SPECS["q5"], bid_source(ds, "parquet", 1), 2, work)
-    run_sluice_epochs(spark, spec, max_epochs=1)
+    run_sluice_epochs(spark, spec, max_epochs=1, probe=False)
     spark_query("q11", read_batch(spark, "parquet", [str(ds.files("parquet")[0])])).count()
 
 

@@ -76,6 +76,7 @@ def render(report: Any, *, final: bool) -> str:
                 f"{base} | {over} | {where} |"
             )
         lines.append("")
+    lines += _work_table(report, where)
     sss = [r for r in report.rows if r.section == "sss"]
     if sss:
         lines += [
@@ -173,6 +174,64 @@ def render(report: Any, *, final: bool) -> str:
     if chart:
         lines += [f"![chart]({chart.name})", ""]
     return "\n".join(lines)
+
+
+def _work_table(report: Any, where: str) -> list[str]:
+    """Per steady epoch: the Spark work (bench/probe.py) of Sluice qos 2's process step, of one
+    Structured Streaming micro-batch and of the plain batch over one epoch's files."""
+
+    def work(section: str, engine: str, query: str, fmt: str) -> dict[str, Any] | None:
+        for r in report.rows:
+            if (r.section, r.engine, r.query, r.format) == (section, engine, query, fmt):
+                return r.extra.get("work") or None
+        return None
+
+    keys = sorted(
+        {
+            (r.query, r.format)
+            for r in report.rows
+            if r.section in ("sluice", "sss") and r.extra.get("work")
+        },
+        key=lambda k: (_qorder(k[0]), k[1] != "parquet"),
+    )
+    if not keys:
+        return []
+    lines = [
+        "## Per steady epoch: Spark work",
+        "",
+        "Counts that timing noise cannot move (bench/probe.py), medians over the steady epochs "
+        "(every epoch but the first) / micro-batches (those with data but the first). **jobs**: "
+        "Spark jobs started; **passes**: file scans of the input folder that ran (a cached "
+        "relation read again is not a pass; the state snapshot's scans are not input); **Py4J**: "
+        "calls from Python into the JVM; **CPU s**: executor CPU time summed over the jobs' "
+        "stages (JVM task threads, no Python workers). Sluice: the process step (Py4J of plan + "
+        "commit in brackets). Structured Streaming: one micro-batch; its Py4J figure is the whole "
+        "run's (define, start, await): the batches themselves make none. Spark batch: the plain "
+        "query over one epoch's files (Parquet only).",
+        "",
+        "| query | format | Sluice qos 2: jobs | passes | Py4J (plan+commit) | CPU s | SSS micro-batch: jobs | passes | Py4J (run) | CPU s | Spark batch: jobs | passes | Py4J | CPU s | machine | date | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for query, fmt in keys:
+        s2 = work("sluice", "Sluice qos 2", query, fmt)
+        sss = work("sss", "Spark Structured Streaming", query, fmt)
+        plain = work("plain", "Spark batch (epoch)", query, fmt)
+        cells: list[str] = []
+        for w, extra in ((s2, "plan_py4j"), (sss, None), (plain, None)):
+            if not w:
+                cells += ["", "", "", ""]
+                continue
+            py4j = _count(w["py4j_calls"])
+            if extra:
+                py4j += f" ({_count(w[extra] + w['commit_py4j'])})"
+            cells += [_count(w["jobs"]), _count(w["input_passes"]), py4j, f"{w['cpu_s']:.2f}"]
+        lines.append(f"| {query} | {fmt} | {' | '.join(cells)} | {where} |")
+    lines.append("")
+    return lines
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
 
 
 def _targets(report: Any) -> list[str]:

@@ -2,7 +2,7 @@
 # The image of docker-compose.yaml: every Airflow component AND the Spark master / worker.
 #
 #   apache/airflow (Debian bookworm, Python 3.11 venv in /home/airflow/.local)
-#   + a JRE (Spark 4 needs Java 17+)
+#   + a JDK (Spark 4 needs Java 17+; javac builds Sluice's helper jar, sluice.jvm)
 #   + requirements.txt (pyspark 4.2.0, the Spark provider, ...) and sluice (editable)
 #   + the s3a jars (hadoop-aws + AWS SDK v2), fetched at build time by scripts/fetch-jars.sh
 #
@@ -21,7 +21,7 @@ USER root
 # A fixed JAVA_HOME for every architecture (amd64, arm64).
 RUN mkdir -p /usr/share/man/man1 \
  && apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && apt-get install -y --no-install-recommends openjdk-17-jdk-headless procps \
  && ln -sfn "/usr/lib/jvm/java-17-openjdk-$(dpkg --print-architecture)" /usr/lib/jvm/java-17 \
  && apt-get autoremove -yqq --purge \
  && apt-get clean \

@@ -7,7 +7,8 @@
 #   AIRFLOW_PORT=8080      API server / UI port
 #   SLUICE_SERVE_PORT=8790 sluice serve's port (loopback)
 #   SLUICE_EXECUTION=cold  or warm: how the DAGs run the process step
-#   SLUICE_DATA=data/airflow  where the demo pipeline reads, writes and checkpoints
+#   SLUICE_DATA_ROOT=data/airflow  where the pipelines read, write and checkpoint: each
+#                             shipped spec in its own folder under it (demo/, nexmark/, ...)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -52,8 +53,15 @@ export AIRFLOW__API__BASE_URL=$URL
 export AIRFLOW__API__PORT=$PORT
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL=$URL/execution/
-export SLUICE_DATA=${SLUICE_DATA:-$ROOT/data/airflow}
-[[ $SLUICE_DATA == /* || $SLUICE_DATA == *://* ]] || SLUICE_DATA=$ROOT/$SLUICE_DATA
+if [[ -n ${SLUICE_DATA:-} ]]; then
+  # One folder for every pipeline: the DAG file would refuse the clash (an import error).
+  echo "airflow-local: error: SLUICE_DATA is set ($SLUICE_DATA); it is one pipeline's folder." \
+       "Unset it and set SLUICE_DATA_ROOT (each shipped spec keeps its own folder under it)." >&2
+  exit 2
+fi
+export SLUICE_DATA_ROOT=${SLUICE_DATA_ROOT:-$ROOT/data/airflow}
+[[ $SLUICE_DATA_ROOT == /* || $SLUICE_DATA_ROOT == *://* ]] || SLUICE_DATA_ROOT=$ROOT/$SLUICE_DATA_ROOT
+DEMO_SPEC=$ROOT/include/pipelines/clicks_per_minute.yaml
 export PATH=$BIN:$PATH
 
 stop >/dev/null
@@ -73,12 +81,13 @@ if [[ -z ${SLUICE_SERVE_TOKEN:-} ]]; then
 fi
 "$BIN/python" -m sluice.airflow.provision --spark-master "local[2]" \
   --serve-url "$SERVE_URL" "${SERVE_TOKEN_ARGS[@]}"
-echo "== demo input in $SLUICE_DATA/in"
-"$BIN/python" - <<'PY'
+DEMO_IN=$("$BIN/python" -c 'import sys; from sluice.spec import load_spec; print(load_spec(sys.argv[1]).source.path)' "$DEMO_SPEC")
+echo "== demo input in $DEMO_IN"
+DEMO_IN=$DEMO_IN "$BIN/python" - <<'PY'
 import os
 from pathlib import Path
 from sluice.demo import write_click_files
-folder = Path(os.environ["SLUICE_DATA"]) / "in"
+folder = Path(os.environ["DEMO_IN"])
 if folder.is_dir() and any(folder.iterdir()):
     print(f"kept {sum(1 for _ in folder.iterdir())} existing files")
 else:
@@ -100,8 +109,8 @@ for _ in $(seq 1 180); do
   Airflow UI:  $URL   (login: admin / $PASSWORD)
   DAG:         $URL/dags/sluice__clicks_per_minute  (runs every minute; Trigger for a form)
   checkpoints: $URL/dags/sluice__clicks_per_minute/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
-  data:        $SLUICE_DATA
-  history:     SLUICE_DATA=$SLUICE_DATA .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
+  data:        $SLUICE_DATA_ROOT/<folder of each spec>  (the demo: $SLUICE_DATA_ROOT/demo)
+  history:     SLUICE_DATA_ROOT=$SLUICE_DATA_ROOT .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
   process:     ${SLUICE_EXECUTION:-cold} (SLUICE_EXECUTION=warm make airflow: sluice serve at $SERVE_URL)
   logs:        $HOME_DIR/logs/
   stop:        make airflow-stop

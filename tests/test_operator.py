@@ -1,4 +1,4 @@
-"""sluice.operator: the late and dead-letter frames every operator builds on demand have
+"""sluice.operators: the late and dead-letter frames every operator builds on demand have
 exactly the columns of the empty frames the process step uses when there are no such rows
 (records.late_ddl / DEAD_DDL), so a sink sees one schema whatever the epoch held."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.operator import compute_output
+from sluice.operators.base import DEAD_DDL, EpochInput, late_ddl
+from sluice.operators.registry import operator_for
 from sluice.protocol import plan_epoch
 from sluice.spec import parse_spec
-from sluice.windows.records import DEAD_DDL, late_ddl
+from sluice.state import StateInput
 
 from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime
 
@@ -50,9 +51,11 @@ def test_side_outputs_have_the_empty_frames_columns(
     plan = plan_epoch(rt)
     assert plan is not None
     records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
-    out = compute_output(spark, records, spec, plan.watermark, None, epoch=1, source_uri="s")
+    inp = EpochInput(spark, records, spec, plan.watermark, StateInput(), 1, "s")
+    out = operator_for(spec).run(inp)
     try:
-        assert out.counts.dead == 2
+        out.results.count()  # the stateless pass is its results' write
+        assert out.finish(None, None).counts.dead == 2
         late, dead = out.late(), out.dead()
         assert columns(late) == columns(spark.createDataFrame([], late_ddl(spec)))
         assert columns(dead) == columns(spark.createDataFrame([], DEAD_DDL))

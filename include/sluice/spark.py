@@ -37,6 +37,8 @@ __all__ = [
     "configure_s3",
     "delta_conf",
     "delta_jar",
+    "engine_jars",
+    "epoch_session",
     "jars_dir",
     "launched_by_spark_submit",
     "package_zip",
@@ -150,6 +152,14 @@ def s3a_jars() -> list[Path]:
     return sorted(p for p in folder.glob("*.jar") if p.is_file())
 
 
+def engine_jars() -> list[Path]:
+    """Every jar a Sluice Spark session needs: the helper jar (:mod:`sluice.jvm`, built on
+    first use) and :func:`s3a_jars`. spark-submit gets them as ``--jars``."""
+    from sluice.jvm import helper_jar
+
+    return [helper_jar(), *s3a_jars()]
+
+
 def delta_jar() -> Path | None:
     """The Delta Lake jar in :func:`jars_dir` (``delta-spark_2.13-<version>.jar``), if any."""
     found = [p for p in s3a_jars() if p.name.startswith(DELTA_JAR_PREFIX)]
@@ -254,9 +264,7 @@ def spark_session(
             # executors a cluster manager starts.
             os.environ["PYSPARK_PYTHON"] = sys.executable
             conf["spark.pyspark.python"] = sys.executable
-    jars = s3a_jars()
-    if jars:
-        conf["spark.jars"] = ",".join(str(p) for p in jars)
+    conf["spark.jars"] = ",".join(str(p) for p in engine_jars())
     conf.update(delta_conf())
     conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3).items()})
     conf.update(extra_conf or {})
@@ -271,6 +279,35 @@ def spark_session(
     spark.sparkContext.setLogLevel("WARN")
     configure_s3(spark, s3)
     return spark
+
+
+# What an epoch's queries run with (epoch_session). Adaptive execution re-plans a query at
+# every shuffle and runs each stage as a Spark job of its own: an epoch's small queries paid
+# more in planning and scheduling than it saved. Without it, the shuffle partitions are set
+# here: two per core, which keeps every core busy on a skew-free epoch.
+EPOCH_CONF = {"spark.sql.adaptive.enabled": "false"}
+_EPOCH_SESSIONS: dict[int, SparkSession] = {}
+
+
+def epoch_session(spark: SparkSession) -> SparkSession:
+    """A session of ``spark``'s context for epochs (:data:`EPOCH_CONF`): same SparkContext,
+    cache and settings, its own SQL settings — the caller's session is left as it was."""
+    context = spark.sparkContext
+    key = id(spark)
+    found = _EPOCH_SESSIONS.get(key)
+    if found is not None and found.sparkContext is context and context._jsc is not None:
+        return found
+    child = spark.newSession()
+    settings = spark.conf.getAll
+    for name, value in (settings() if callable(settings) else settings).items():
+        if name.startswith("spark.sql.") and spark.conf.isModifiable(name):
+            child.conf.set(name, value)
+    for name, value in EPOCH_CONF.items():
+        child.conf.set(name, value)
+    partitions = max(2, 2 * int(context.defaultParallelism))
+    child.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    _EPOCH_SESSIONS[key] = child
+    return child
 
 
 def launched_by_spark_submit() -> bool:

@@ -64,6 +64,7 @@ def state_view(
     the rows whose key columns equal ``keys`` (compared as text)."""
     from pyspark.sql import functions as F
 
+    from sluice.operators.registry import operator_for
     from sluice.protocol.process import read_state
 
     spec = rt.spec
@@ -76,7 +77,7 @@ def state_view(
         )
     if spec.stateless:
         return None
-    frame = read_state(spark, rt, checkpoint.result.state)
+    frame = operator_for(spec).current_state(read_state(spark, rt, checkpoint.result.state))
     if frame is None:
         return None
     for column, value in (keys or {}).items():
@@ -121,7 +122,7 @@ def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
     from pyspark.sql import functions as F
 
     from sluice.windows.aggregates import finalize_columns
-    from sluice.windows.operator import COUNTER
+    from sluice.windows.common import COUNTER
 
     spec = rt.spec
     keys = [F.col(f"`{k}`") for k in spec.key_by]

@@ -78,10 +78,12 @@ def test_invalid_spec_is_an_import_error_naming_file_and_field(
 
 
 def _specs_with_execution(folder: Path) -> None:
-    """Three copies of the demo spec: no ``execution`` field, ``warm`` and ``cold``."""
+    """Three copies of the demo spec, each in its own folder (the factory refuses pipelines
+    that share one): no ``execution`` field, ``warm`` and ``cold``."""
     text = (REPO / "include/pipelines/clicks_per_minute.yaml").read_text()
     for name, line in (("plain", ""), ("warm", "execution: warm\n"), ("cold", "execution: cold\n")):
         body = text.replace("name: clicks_per_minute", f"name: {name}") + line
+        body = body.replace("}/demo}", f"}}/{name}}}")
         (folder / f"{name}.yaml").write_text(body)
 
 

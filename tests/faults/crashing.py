@@ -22,9 +22,10 @@ TIMEOUT_S = 600
 
 
 def step_of(point: str) -> str:
-    """The CLI step that reaches ``point``: retention runs inside a commit."""
+    """The CLI step that reaches ``point``: retention runs inside a commit, compaction inside
+    a process step."""
     step = point.split(".", 1)[0]
-    return "commit" if step == "retention" else step
+    return {"retention": "commit", "state": "process"}.get(step, step)
 
 
 def crash_step(

@@ -121,6 +121,13 @@ def test_corrupt_plan_of_uncommitted_epoch(spark: Any, workspace: Any, tmp_path:
     assert fresh.repo.checkpoint(3) is None
 
 
+def _state_data_key(state: Any) -> str:
+    """A Parquet data file of the newest state part: the one the next epoch reads last."""
+    assert state.parts, state
+    part = state.parts[-1]
+    return next(f"{part.key}/{name}" for name, _ in part.files if "part-" in name)
+
+
 # S3 fingerprints are the server's ETags, local ones SHA-256: one damage on each in make test.
 STATE_DAMAGE = [
     pytest.param("s3", "truncated", id="s3-truncated"),
@@ -136,9 +143,8 @@ def test_damaged_state_file(spark: Any, workspace: Any, tmp_path: Path, damage: 
     each file's size and digest, so the next epoch refuses to read a damaged one."""
     spec, rt, spec_path = _two_epochs(spark, workspace, tmp_path)
     checkpoint = rt.repo.checkpoint(2)
-    assert checkpoint is not None and checkpoint.result.state.files
-    prefix = checkpoint.result.state.uri[len(rt.repo.store.uri()) + 1 :] + "/"
-    key = next(prefix + name for name, _ in checkpoint.result.state.files if "part-" in name)
+    assert checkpoint is not None
+    key = _state_data_key(checkpoint.result.state)
     original = rt.repo.store.get(key)
     if damage == "truncated":
         rt.repo.store.put(key, original[: len(original) - 100])
@@ -189,9 +195,7 @@ def test_restore_past_a_damaged_state_with_a_pending_plan(
     never commit; a rewind is refused while it is pending. ``restore`` voids it (fencing any
     attempt still running) and rewinds to checkpoint 1."""
     spec, rt, _ = _two_epochs(spark, local_workspace, tmp_path)
-    state = rt.repo.checkpoint(2).result.state
-    prefix = state.uri[len(rt.repo.store.uri()) + 1 :] + "/"
-    key = next(prefix + name for name, _ in state.files if "part-" in name)
+    key = _state_data_key(rt.repo.checkpoint(2).result.state)
     rt.repo.store.put(key, rt.repo.store.get(key)[:-50])
     assert plan_epoch(rt, max_units=2) is not None
     with pytest.raises(CorruptObject):

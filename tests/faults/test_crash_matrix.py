@@ -1,7 +1,7 @@
 """The crash matrix at its fast size: one pipeline, a SIGKILL at every named fault point.
 
 One qos-2 pipeline (one input file per epoch, ``checkpoint.retained: 3`` so every commit
-retires an epoch and reaches the retention points) lives through all 13 points in turn: the
+retires an epoch and reaches the retention points) lives through every point in turn: the
 step holding the point runs in a ``sluice`` subprocess that dies there (tests/faults/
 crashing.py), then the next epoch runs in-process and recovers. At the end the output equals
 the independent reference of the whole input, no window is duplicated, every input line was
@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from sluice.demo import render_click_files
 from sluice.protocol import ALL_FAULT_POINTS, run_epoch, run_until_drained
+from sluice.protocol.faults import COMPACTION_FAULT_POINTS
 from sluice.spec import parse_spec
 
 from tests.faults.conftest import report
@@ -37,6 +38,13 @@ from tests.reference import compare_rows, row_key
 FILES = render_click_files(files=2 * len(ALL_FAULT_POINTS) + 4, events_per_file=30, seed=31)
 REFERENCE = click_reference(FILES)
 KEYS = ["user", "window_start"]
+COMPACT_EVERY = 2  # the state is rewritten as a base after every 2 deltas
+
+
+def _compacts_next(rt: Any) -> bool:
+    """Whether the next epoch writes its state as a new base (after COMPACT_EVERY deltas)."""
+    state = rt.repo.checkpoint(rt.repo.latest_epoch()).result.state
+    return sum(1 for p in state.parts if p.kind == "delta") >= COMPACT_EVERY
 
 
 def test_a_sigkill_at_every_fault_point_of_one_pipeline(
@@ -46,6 +54,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
     body = click_spec_dict(local_workspace, name="matrix")
     body["source"]["max_files_per_epoch"] = 1
     body["checkpoint"]["retained"] = 3
+    body["checkpoint"]["compact_every"] = COMPACT_EVERY
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(body))
     spec = parse_spec(body)
@@ -59,6 +68,9 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
     run_until_drained(rt, spark, max_epochs=3, max_units=1, on_epoch=lambda _: collect())
     lines = []
     for point in ALL_FAULT_POINTS:
+        while point in COMPACTION_FAULT_POINTS and not _compacts_next(rt):
+            run_epoch(rt, spark, max_units=1)
+            collect()
         epoch = rt.repo.latest_epoch() + 1
         code = crash_step(rt, spark, spec_path, point, epoch, log=tmp_path / "cli.log")
         assert code == -signal.SIGKILL, (point, code, (tmp_path / "cli.log").read_text()[-3000:])

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sluice.operators.base import InvalidExpression
 from sluice.protocol import run_until_drained
 from sluice.spec import parse_spec
-from sluice.windows import InvalidExpression
 
 from tests.fixtures.pipelines import committed_rows, runtime
 

@@ -98,6 +98,30 @@ def test_an_allowed_late_record_in_a_later_epoch_merges_two_sessions(
     assert read_rows(open_store(spec.late_records.path), "parquet") == []
 
 
+def test_sessions_that_touch_merge_as_in_flink(spark: Any, tmp_path: Path) -> None:
+    """gap 10 s: b at 0 gives [0, 10); b at 10 — exactly the gap later, in the next epoch —
+    gives [10, 20), which touches the first. Flink merges windows that touch
+    (``TimeWindow.intersects``), and so does Sluice: one session [0, 20) of 2 records (until
+    2026-11 Sluice kept them apart). c at 0 and 11 stays two sessions: they do not touch."""
+    files = {
+        "0001.jsonl": "\n".join([_line("b", 0), _line("c", 0), _line("x", 1)]),
+        "0002.jsonl": "\n".join([_line("b", 10), _line("c", 11), _line("x", 12)]),
+        "0003.jsonl": _line("x", 59),
+    }
+    spec, body = _run_file_per_epoch(
+        spark, tmp_path, files, {"type": "session", "gap": "10s"}, "on_update", lateness="0s"
+    )
+    assert _story(spec, "b") == [
+        (1, "upsert", 0, 10, 1),
+        (2, "delete", 0, 10, None),
+        (2, "upsert", 0, 20, 2),
+    ], _story(spec, "b")
+    assert _story(spec, "c") == [(1, "upsert", 0, 10, 1), (2, "upsert", 11, 21, 1)]
+    sink = spec.sinks[0]
+    table = read_upsert(open_store(sink.path), sink.format, KEYS)
+    assert compare(table, compute(body, files).emitted, KEYS, approx={"approx_pages": 0.05}) == []
+
+
 def test_max_duration_pieces_move_when_an_allowed_late_record_moves_the_session_start(
     spark: Any, tmp_path: Path
 ) -> None:

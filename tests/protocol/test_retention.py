@@ -42,7 +42,20 @@ REFERENCE = click_reference(FILES)
 
 
 def _spec(ws: Any) -> Any:
-    return click_spec(ws, checkpoint={"storage": ws.uri("ckpt"), "retained": 2})
+    # a new state base every 2 deltas (sluice.state), so parts stop being needed as it runs
+    checkpoint = {"storage": ws.uri("ckpt"), "retained": 2, "compact_every": 2}
+    return click_spec(ws, checkpoint=checkpoint)
+
+
+def _needed(rt: Any, epochs: list[int]) -> list[int]:
+    """The epochs whose state parts the checkpoints of ``epochs`` read (a base and the
+    deltas written since)."""
+    needed: set[int] = set()
+    for epoch in epochs:
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        needed.update(p.epoch for p in checkpoint.result.state.parts)
+    return sorted(needed)
 
 
 def _stored(rt: Any) -> dict[str, Any]:
@@ -78,7 +91,8 @@ def test_retention_keeps_the_last_checkpoints_and_every_savepoint(
 
     stored = _stored(rt)
     assert stored["epochs"] == [2, 5, 6]  # the savepoint's and the last two
-    assert stored["state"] == [2, 5, 6]  # every epoch keeps state (windows stay open)
+    # exactly the state parts those read (each reads its base and the deltas since)
+    assert stored["state"] == _needed(rt, [2, 5, 6])
     assert stored["retired"] == ["retired/000000000005.json"]
     assert stored["savepoints"] == ["savepoints/before-upgrade.json"]
     assert stored["other"] == []
@@ -95,7 +109,8 @@ def test_retention_keeps_the_last_checkpoints_and_every_savepoint(
     run_until_drained(rt, spark, max_units=1)
     stored = _stored(rt)
     assert stored["epochs"] == [6, 7]
-    assert stored["state"] == [6, 7]
+    assert stored["state"] == _needed(rt, [6, 7])
+    assert stored["state"][0] >= 3  # parts of epochs 1 and 2 were deleted with the savepoint
     assert stored["retired"] == ["retired/000000000006.json"]
     assert stored["savepoints"] == []
     _assert_output_exact(spec)
@@ -127,7 +142,7 @@ def test_a_stale_attempt_cannot_commit_an_epoch_retention_deleted(
     assert live.repo.latest_epoch() == 4
     assert live.repo.checkpoint(1) is None  # the zombie's checkpoint was deleted again
     stored = _stored(live)
-    assert stored["epochs"] == [3, 4] and stored["state"] == [3, 4]
+    assert stored["epochs"] == [3, 4] and stored["state"] == _needed(live, [3, 4])
     assert [k for k in staged_keys(spec) if stale.attempt in k] == []
     _assert_output_exact(spec, FILES[:4])
 
@@ -181,7 +196,7 @@ def test_a_crash_inside_retention_is_finished_by_the_next_commit(
     run_until_drained(rt, spark, max_units=1)  # epoch 5's commit finishes the job
     stored = _stored(rt)
     assert stored["epochs"] == [4, 5]
-    assert stored["state"] == [4, 5]
+    assert stored["state"] == _needed(rt, [4, 5])
     assert stored["retired"] == ["retired/000000000004.json"]
     _assert_output_exact(spec, FILES[:5])
 

@@ -120,7 +120,7 @@ def test_allowing_the_drop_restarts_a_changed_aggregate(spark: Any, local_worksp
     assert plan.state_migration["reset_aggregates"] == ["biggest"]
     assert plan.state.uri is not None  # the other aggregates keep their state
     migration = StateMigration.from_dict(plan.state_migration)
-    state = read_state(spark, upgraded, plan.state, migration)
+    state = read_state(spark, upgraded, plan.state, migration).frame()
     assert state is not None
     restored = state.collect()
     assert restored and all(r["_p_biggest_m"] is None for r in restored)  # restarts empty

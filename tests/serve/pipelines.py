@@ -118,7 +118,9 @@ def gated_pipeline(folder: Path, name: str = "gated") -> tuple[Pipeline, Gate]:
     gate = Gate(folder / "hold", folder / "entered")
     (folder / "gated.py").write_text(GATED.format(hold=str(gate.hold), entered=str(gate.entered)))
     body = yaml.safe_load((ROOT / "include/pipelines/count_window_average.yaml").read_text())
-    text = json.dumps(body).replace("${SLUICE_DATA:-data/count_window_average}", str(data))
+    text = json.dumps(body).replace(
+        "${SLUICE_DATA:-${SLUICE_DATA_ROOT:-data}/count_window_average}", str(data)
+    )
     body = {**json.loads(text), "name": name}
     body["process"]["function"] = "gated:flat_map"
     body["source"]["max_files_per_epoch"] = 3

@@ -16,7 +16,7 @@ import pytest
 import requests
 from sluice.protocol import AttemptStatus, commit_epoch, plan_epoch
 from sluice.serve import AttemptCancelled, PipelineBusy, ServeRefused
-from sluice.spark import s3a_jars, submit_conf
+from sluice.spark import engine_jars, submit_conf
 
 from tests.fixtures.airflow import REPO
 from tests.fixtures.pipelines import assert_click_output_exact, staged_keys
@@ -48,7 +48,7 @@ def cold_epoch(spec_path: Path, epoch: int) -> dict[str, Any]:
     cmd = [str(bin_dir / "spark-submit"), "--master", "local[2]"]
     for key, value in submit_conf().items():
         cmd += ["--conf", f"{key}={value}"]
-    if jars := ",".join(str(p) for p in s3a_jars()):
+    if jars := ",".join(str(p) for p in engine_jars()):
         cmd += ["--jars", jars]
     cmd += [str(REPO / "jobs" / "run_epoch.py"), "--spec", str(spec_path), "--epoch", str(epoch)]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

@@ -49,8 +49,9 @@ Watermarks
 Windows (bounds are microseconds since the Unix epoch, UTC; windows align to the epoch)
     tumbling ``[t - t mod size, + size)``; hopping every ``[s, s + size)`` with
     ``s mod slide = 0`` and ``s <= t < s + size``; session ``[t, t + gap)`` merged per key with
-    every window it *overlaps* into ``[first, last + gap)``. Windows are half-open, so two
-    windows that only touch (``t == last + gap``) do NOT overlap and are not merged. Count: per
+    every window it *overlaps or touches* into ``[first, last + gap)``: as in Flink
+    (``TimeWindow.intersects``), a record exactly ``gap`` after the last one (``t == last +
+    gap``) joins its session. Count: per
     key, the i-th accepted record (from 0, in position order) belongs to every window
     ``j >= 0`` with ``j*slide <= i < j*slide + count``; its ``window_start``/``window_end`` are
     the smallest/largest event time of its records (``window_end`` inclusive) and
@@ -660,8 +661,8 @@ def _compute(
                 CREATE TEMP TABLE acc AS
                 SELECT *, sum(_new) OVER {_over(s.key_by, "_t, _pos")} AS _sid
                 FROM (SELECT *, CASE WHEN lag(_t) OVER {_over(s.key_by, "_t, _pos")} IS NULL
-                                       OR _t >= lag(_t) OVER {_over(s.key_by, "_t, _pos")}
-                                                 + {gap}
+                                       OR _t > lag(_t) OVER {_over(s.key_by, "_t, _pos")}
+                                                + {gap}
                                      THEN 1 ELSE 0 END AS _new
                       FROM pairs WHERE NOT _missed)
             """)

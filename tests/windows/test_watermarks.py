@@ -1,5 +1,7 @@
-"""sluice.windows.watermarks.chunk_bounds: a chunk it does not mark exact holds no record
-that its exact position watermark would make late or make miss a window."""
+"""sluice.operators.watermarks.verify_runs: when it passes the bounds an epoch's pass took,
+no record's class (late, or missing a window) differs from the one its exact position
+watermark gives; and the lateness math of every window kind (sluice.windows.kinds) agrees
+with the rule written out record by record."""
 
 from __future__ import annotations
 
@@ -7,9 +9,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sluice.operators.watermarks import Run, WatermarkState, exact_before, verify_runs
 from sluice.spec import parse_spec
-from sluice.windows.operator import _first_close
-from sluice.windows.watermarks import Chunk, WatermarkState, chunk_bounds
+from sluice.windows.kinds import kind_of
 
 WINDOWS = [
     {"type": "tumbling", "size": "10s"},
@@ -31,77 +33,101 @@ def spec(window: dict[str, Any], bound_s: int, lateness_s: int) -> Any:
     })  # fmt: skip
 
 
-def windows_missed(s: Any, ts: int, wm: int | None) -> bool:
-    """Does a record at ``ts`` miss any of its windows at watermark ``wm``? (The rule of
-    windows/operator.py's ``_lateness`` and ``_assign``, written out for every window.)"""
+def windows_missed(s: Any, ts: int, wm: int | None) -> int:
+    """How many of its windows a record at ``ts`` misses at watermark ``wm`` (the rule of
+    docs/windows-and-watermarks.md, written out for every window)."""
     if wm is None:
-        return False
+        return 0
     w, lateness = s.windowing, s.event_time.allowed_lateness_us
     if w.type == "session":
-        return ts + lateness <= wm
+        return int(ts + lateness <= wm)
     start = ts - ts % w.slide_us
     ends = []
     while start + w.size_us > ts:
         ends.append(start + w.size_us)
         start -= w.slide_us
-    return any(end + lateness <= wm for end in ends)
+    return sum(1 for end in ends if end + lateness <= wm)
 
 
-@settings(max_examples=300, deadline=None)
+def position_watermark(before: int | None, bound: int, floor: int | None) -> int | None:
+    wm = None if before is None else before - bound
+    if floor is not None:
+        wm = floor if wm is None else max(wm, floor)
+    return wm
+
+
+@settings(max_examples=400, deadline=None)
 @given(
     window=st.sampled_from(WINDOWS),
     bound_s=st.integers(0, 4),
     lateness_s=st.integers(0, 3),
-    chunk_lines=st.integers(1, 6),
     carried=st.none() | st.integers(0, 40_000_000),
     floor=st.none() | st.integers(0, 40_000_000),
     files=st.lists(st.lists(st.integers(0, 60_000_000), min_size=1, max_size=25), min_size=1,
                    max_size=4),
+    hints=st.lists(st.none() | st.integers(0, 60_000_000), min_size=4, max_size=4),
 )  # fmt: skip
-def test_non_exact_chunks_hold_no_late_record(
+def test_verified_runs_classify_every_record_as_the_exact_watermark_does(
     window: dict[str, Any],
     bound_s: int,
     lateness_s: int,
-    chunk_lines: int,
     carried: int | None,
     floor: int | None,
     files: list[list[int]],
+    hints: list[int | None],
 ) -> None:
     s = spec(window, bound_s, lateness_s)
     bound = s.event_time.max_out_of_orderness_us
     state = WatermarkState({} if carried is None else {"p": carried})
-    chunks = []
+    runs = [Run("p", m, 0, 1, len(t), min(t), max(t)) for m, t in enumerate(files)]
+
+    def used(partition: str, major: int) -> int | None:  # any bound, even a wrong one
+        values = [v for v in (carried, hints[major]) if v is not None]
+        return max(values) if values else None
+
+    kind = kind_of(s)
+    if verify_runs(state, runs, used, bound, floor, kind.first_close):
+        return  # the pass would run again, exactly
     for major, times in enumerate(files):
-        for c in range(0, len(times), chunk_lines):
-            part = times[c : c + chunk_lines]
-            chunks.append(Chunk("p", major, c // chunk_lines, min(part), max(part)))
-    exact = {(b[1], b[2]): b[4] for b in chunk_bounds(state, chunks, bound, floor, _first_close(s))}
-    running = carried
-    for major, times in enumerate(files):
-        for line, ts in enumerate(times):
-            wm = None if running is None else running - bound
-            if wm is not None and floor is not None:
-                wm = max(wm, floor)
-            elif floor is not None:
-                wm = floor
-            if not exact[(major, line // chunk_lines)]:
-                assert not windows_missed(s, ts, wm), (major, line, ts, wm)
-            running = ts if running is None else max(running, ts)
+        took, exact = used("p", major), exact_before(state, runs)[runs[major]]
+        for ts in times:
+            scan = position_watermark(took, bound, floor)
+            truth = position_watermark(exact, bound, floor)
+            assert windows_missed(s, ts, scan) == windows_missed(s, ts, truth), (major, ts)
+            took = ts if took is None else max(took, ts)
+            exact = ts if exact is None else max(exact, ts)
 
 
-def test_in_order_chunks_inside_one_window_are_not_exact() -> None:
+@settings(max_examples=200, deadline=None)
+@given(window=st.sampled_from(WINDOWS), ts=st.integers(-30_000_000, 60_000_000),
+       lateness_s=st.integers(0, 3))  # fmt: skip
+def test_first_and_last_close_bracket_every_window(
+    window: dict[str, Any], ts: int, lateness_s: int
+) -> None:
+    """first_close is the earliest watermark that makes the record miss a window, last_close
+    the one that makes it late (every window missed)."""
+    s = spec(window, 0, lateness_s)
+    kind = kind_of(s)
+    first, last = kind.first_close(ts), kind.last_close(ts)
+    assert windows_missed(s, ts, first - 1) == 0
+    assert windows_missed(s, ts, first) >= 1
+    assert windows_missed(s, ts, last - 1) < windows_missed(s, ts, last + 10**12)
+    assert windows_missed(s, ts, last) == windows_missed(s, ts, last + 10**12)
+
+
+def test_in_order_files_pass_with_the_checkpoint_bound_only() -> None:
+    """In-order files of one partition: the pass takes only the carried maximum as the bound
+    of every file, and the runs still verify (nothing could close a window of a later
+    file's records before the file starts)."""
     s = spec({"type": "tumbling", "size": "10s"}, 0, 0)
     second = 1_000_000
-    chunks = [
-        Chunk("p", 0, 0, 0, 4 * second),  # inside [0, 10 s)
-        Chunk("p", 0, 1, 5 * second, 11 * second),  # crosses 10 s: its first record's window
-        Chunk("p", 0, 2, 12 * second, 13 * second),  # inside [10 s, 20 s)
+    runs = [
+        Run("p", 0, 0, 1, 5, 0, 4 * second),
+        Run("p", 1, 0, 1, 5, 4 * second + 1, 9 * second),
+        Run("p", 2, 0, 1, 5, 12 * second, 13 * second),
     ]
-    bounds = chunk_bounds(WatermarkState(), chunks, 0, None, _first_close(s))
-    assert [(b[2], b[3], b[4]) for b in bounds] == [
-        (0, None, False),
-        (1, 4 * second, True),
-        (2, 11 * second, False),
-    ]
-    everything = chunk_bounds(WatermarkState(), chunks, 0, None, None)
-    assert all(b[4] for b in everything)  # no first_close (keyed functions): all exact
+    kind = kind_of(s)
+    assert verify_runs(WatermarkState(), runs, lambda p, m: None, 0, None, kind.first_close) == []
+    # a file that starts behind the one before it, across a window end: exact pass needed
+    late = [*runs, Run("p", 3, 0, 1, 5, 9 * second, 14 * second)]
+    assert verify_runs(WatermarkState(), late, lambda p, m: None, 0, None, kind.first_close)

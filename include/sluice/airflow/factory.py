@@ -24,6 +24,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, task
 
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
+from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
 from sluice.airflow.tasks import asset_extra, commit_task, plan_task
 from sluice.protocol.request import MISSING_CHOICES, RESTORE_CHOICES
@@ -238,12 +239,19 @@ def _tags(spec: PipelineSpec) -> list[str]:
 def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, DAG]:
     """One DAG per ``*.yaml`` / ``*.yml`` spec in ``pipelines_dir`` (sorted by file name).
 
-    An invalid spec raises its :class:`~sluice.spec.SpecError` (file, field, fix), which
-    Airflow shows as the DAG file's import error.
+    An invalid spec raises its :class:`~sluice.spec.SpecError` (file, field, fix), and two
+    specs that share an input, output or checkpoint location raise
+    :class:`~sluice.airflow.locations.PipelineClash` (both specs, the URI): Airflow shows
+    either as the DAG file's import error.
     """
     folder = Path(pipelines_dir)
     specs = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
     dags: dict[str, DAG] = {}
+    loaded: list[tuple[PipelineSpec, str]] = []
+    for path in specs:
+        spec_file = str(path.resolve())
+        loaded.append((load_spec(spec_file), spec_file))
+    check_apart(loaded)
     for path in specs:
         dag = build_dag(path, job_path=job_path)
         if dag.dag_id in dags:

@@ -28,7 +28,7 @@ from airflow.sdk import BaseOperator
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN, SluiceServeHook
 from sluice.jobs import RESULT_PREFIX
 from sluice.serve import PipelineBusy, ServeClient, ServeError, ServeRefused
-from sluice.spark import s3a_jars, submit_conf
+from sluice.spark import engine_jars, submit_conf
 
 __all__ = ["SluiceProcessOperator", "SluiceServedProcessOperator", "process_env"]
 
@@ -73,7 +73,7 @@ class SluiceProcessOperator(SparkSubmitOperator):
                 self.env_vars[f"SLUICE_CONN_{conn_id.upper()}"] = uri
         self.conf = {**submit_conf(), **(self.conf or {})}
         if not self.jars:
-            self.jars = ",".join(str(p) for p in s3a_jars()) or None
+            self.jars = ",".join(str(p) for p in engine_jars()) or None
         super().execute(context)
 
 

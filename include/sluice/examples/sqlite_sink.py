@@ -90,8 +90,10 @@ class SqliteSink(Sink):
 
     # -- prepare ------------------------------------------------------------------------------
 
-    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """Create the target if missing and stage the rows (nothing for an empty epoch)."""
+        if rows is None:  # not counted by the engine: count first
+            rows = df.count()
         frame = _storable(df.drop(*CHANGELOG_COLUMNS) if self.spec.mode == "append" else df)
         columns = [(f.name, _sqlite_type(f.dataType)) for f in frame.schema.fields]
         data = [tuple(row) for row in frame.collect()]

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel
@@ -32,14 +33,11 @@ from sluice.keyed.runner import (
     stamp_column,
     state_column,
 )
+from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, null_safe_join
+from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
+from sluice.operators.sqltext import Sql
+from sluice.operators.stateless import no_late_rows
 from sluice.spec.types import arrow_type, spark_ddl
-from sluice.windows.records import (
-    ACCEPTED,
-    classify_epoch,
-    count_classes,
-    dead_rows,
-    null_safe_join,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,14 +45,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from sluice.operator import EpochOutput
     from sluice.spec.model import PipelineSpec, ProcessSpec
-    from sluice.windows.watermarks import WatermarkState
 
 __all__ = [
     "KEYLESS",
+    "KeyedOperator",
     "ProcessFunctionFailed",
-    "compute_keyed",
+    "align_keyed_state",
     "stamp_types",
     "state_columns",
     "state_types",
@@ -112,53 +109,143 @@ def stamp_types(spec: PipelineSpec) -> dict[str, str]:
     return {c: spark_ddl(t) for c, t in _state_types(spec.process) if c in stamps}
 
 
-def compute_keyed(
-    spark: SparkSession,
-    records: DataFrame,
-    spec: PipelineSpec,
-    carried: WatermarkState,
-    state: DataFrame | None,
-    *,
-    epoch: int,
-    source_uri: str,
-    waiting: tuple[str, ...] = (),
-) -> EpochOutput:
-    from sluice.operator import EpochOutput, no_late_rows
+class KeyedOperator:
+    """The ``process`` operator (:mod:`sluice.operators.registry`)."""
 
-    assert spec.process is not None
-    prepared = classify_epoch(
-        spark, records, spec, carried, epoch=epoch, waiting=waiting, lateness=None
-    )
-    classified = prepared.classified
-    cached = list(prepared.cached)
-    keys = key_columns(spec)
-    accepted = _accepted(classified, spec)
-    key_ddl = {k: t for k, t in accepted.dtypes if k in keys}
-    state = state if state is not None else _empty_state(spark, spec, key_ddl)
-    marked = _mark_touched(state, accepted, keys, prepared.after_us).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    cached.append(marked)
-    touched = marked.where("_touch").select(*state_columns(spec))
-    untouched = marked.where("not _touch").select(*state_columns(spec))
-    program = _program(spec, epoch, prepared.after_us, accepted.columns)
-    result = _run(accepted, touched, spec, program, key_ddl).persist(StorageLevel.MEMORY_AND_DISK)
-    cached.append(result)
-    emitted, alive = _totals(result, spec, epoch)
-    carried_keys = untouched.count()
-    return EpochOutput(
-        counts=count_classes(classified),
-        watermark=prepared.watermark,
-        watermark_us=prepared.after_us,
-        results=_results(result, epoch),
-        emitted=emitted,
-        state=result.where("_alive").select(*state_columns(spec)).unionByName(untouched),
-        state_rows=alive + carried_keys,
-        still_open=alive + carried_keys,
-        late=lambda: no_late_rows(prepared.records, spec, epoch),
-        dead=lambda: dead_rows(prepared.records, spec, epoch, source_uri),
-        cached=tuple(cached),
-    )
+    def __init__(self, spec: PipelineSpec) -> None:
+        self.spec = spec
+
+    def state_columns(self) -> list[str]:
+        return state_columns(self.spec)
+
+    def align_state(
+        self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]
+    ) -> DataFrame:
+        return align_keyed_state(self.spec, frame, reset_states)
+
+    def current_state(self, state: Any) -> DataFrame | None:
+        """The state's rows as one snapshot (``sluice state``)."""
+        return state.frame()
+
+    def run(self, inp: EpochInput) -> KeyedEpoch:
+        epoch = KeyedEpoch.start(inp, classify(inp, EXACT_WATERMARKS))
+        if not epoch.facts.exact:
+            epoch.release()
+            epoch = KeyedEpoch.start(inp, classify(inp, EXACT_WATERMARKS, mode=EXACT))
+        return epoch
+
+
+class _ExactWatermarks:
+    """No record is late under a process function, but each sees its exact watermark
+    (``ctx.watermark``): any bound below the exact one could change what a function sees."""
+
+    def late(self, ts: Sql, wm: Sql) -> Sql:
+        return Sql("false")
+
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        return Sql("0")
+
+    def first_close(self, ts: int) -> int:
+        return -(2**62)
+
+
+EXACT_WATERMARKS = _ExactWatermarks()
+
+
+@dataclass
+class KeyedEpoch:
+    inp: EpochInput
+    cls: Classification
+    facts: PassFacts
+    result: DataFrame  # one row per key run: state, output rows, _alive (cached)
+    untouched: DataFrame
+    emitted: int
+    alive: int
+    carried_keys: int
+    cached: list[DataFrame]
+
+    @classmethod
+    def start(cls, inp: EpochInput, classified: Classification) -> KeyedEpoch:
+        """Run the functions (the pass), then read the ledgers."""
+        spec, spark = inp.spec, inp.spark
+        keys = key_columns(spec)
+        accepted = _accepted(classified.frame, spec)
+        key_ddl = {k: t for k, t in accepted.dtypes if k in keys}
+        state = inp.state.frame()
+        state = state if state is not None else _empty_state(spark, spec, key_ddl)
+        # the final watermark decides which timers fire: the pass must know it first. It is
+        # the new maximum per partition, which the ledgers give after any action over the
+        # records; the function runs in the same job when the bounds are exact.
+        facts_before = _watermark_pass(classified)
+        marked = _mark_touched(state, accepted, keys, facts_before.after_us).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        touched = marked.where("_touch").select(*state_columns(spec))
+        untouched = marked.where("not _touch").select(*state_columns(spec))
+        program = _program(spec, inp.epoch, facts_before.after_us, accepted.columns)
+        result = _run(accepted, touched, spec, program, key_ddl).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        emitted, alive = _totals(result, spec, inp.epoch)
+        carried_keys = untouched.count()
+        return cls(inp, classified, classified.facts(), result, untouched, emitted, alive,
+                   carried_keys, [marked, result])  # fmt: skip
+
+    @property
+    def results(self) -> DataFrame:
+        return _results(self.result, self.inp.epoch)
+
+    def state_update(self) -> StateUpdate | None:
+        spec = self.inp.spec
+        rows = self.alive + self.carried_keys
+        if rows == 0:
+            return None
+        alive = self.result.where("_alive").select(*state_columns(spec))
+        return StateUpdate("base", alive.unionByName(self.untouched), rows)
+
+    def finish(self, emitted: int | None, state_rows: int | None = None) -> EpochFacts:
+        facts = self.facts
+        holding = self.alive + self.carried_keys
+        return EpochFacts(facts.counts, facts.watermark, facts.after_us, self.emitted,
+                          holding, holding)  # fmt: skip
+
+    def late(self) -> DataFrame:
+        return no_late_rows(self.cls.records, self.inp.spec, self.inp.epoch)
+
+    def dead(self) -> DataFrame:
+        return dead_rows(self.cls.records, self.inp.spec, self.inp.epoch, self.inp.source_uri)
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def _watermark_pass(classified: Classification) -> PassFacts:
+    """Run the classification once (counting is all it does) so the ledgers know the new
+    watermark before the functions run: their timers fire at it."""
+    classified.frame.agg(F.max("_class")).collect()
+    return classified.facts()
+
+
+def align_keyed_state(
+    spec: PipelineSpec, frame: DataFrame, reset_states: tuple[str, ...] = ()
+) -> DataFrame:
+    """A stored state in :func:`state_columns` order under the spec now: states removed are
+    left out; a state that is new, or in ``reset_states``, starts empty; a TTL column added
+    since starts null (written before, never expires)."""
+    typed = {**state_types(spec), **stamp_types(spec)}
+    empty: dict[str, Any] = {}
+    for name in reset_states:
+        for column in (state_column(name), stamp_column(name)):
+            if column in typed:
+                empty[column] = F.lit(None).cast(typed[column])
+    for column, ddl in typed.items():
+        if column not in frame.columns:
+            empty[column] = F.lit(None).cast(ddl)
+    return frame.select(*[
+        empty[c].alias(c) if c in empty else F.col(f"`{c}`") for c in state_columns(spec)
+    ])  # fmt: skip
 
 
 def _accepted(classified: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -13,7 +13,13 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["ALL_FAULT_POINTS", "FAULT_POINTS", "RETENTION_FAULT_POINTS", "Faults"]
+__all__ = [
+    "ALL_FAULT_POINTS",
+    "COMPACTION_FAULT_POINTS",
+    "FAULT_POINTS",
+    "RETENTION_FAULT_POINTS",
+    "Faults",
+]
 
 FAULT_POINTS = (
     "plan.before_write",  # range chosen, plan not yet stored
@@ -33,7 +39,11 @@ RETENTION_FAULT_POINTS = (
     "retention.after_mark",  # retention mark written, nothing deleted yet
     "retention.mid_delete",  # the first retired epoch deleted, the others not
 )
-ALL_FAULT_POINTS = FAULT_POINTS + RETENTION_FAULT_POINTS
+# Reached only when an epoch writes its state as a new base (sluice.state: compaction).
+COMPACTION_FAULT_POINTS = (
+    "state.after_compaction",  # the new base's files written, the attempt not yet PREPARED
+)
+ALL_FAULT_POINTS = FAULT_POINTS + RETENTION_FAULT_POINTS + COMPACTION_FAULT_POINTS
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from sluice.operators.watermarks import WatermarkState
 from sluice.sinks.base import Prepared
-from sluice.windows.watermarks import WatermarkState
 
 __all__ = [
     "AttemptRecord",
@@ -23,6 +23,7 @@ __all__ = [
     "RetiredMark",
     "Savepoint",
     "SinksCommitted",
+    "StatePart",
     "StateRef",
 ]
 
@@ -45,30 +46,85 @@ _NEXT = {
 
 
 @dataclass(frozen=True)
-class StateRef:
-    """Where a window-state snapshot lives; ``uri`` is None for an empty state.
+class StatePart:
+    """One write of keyed state: a ``base`` (every live row at its epoch) or a ``delta``
+    (one epoch's changes, read together with the parts before it). Its files sit directly
+    under ``key`` (``state/<epoch>-<attempt>``, under the pipeline's storage).
 
-    ``files`` fingerprints every object of the snapshot (name under ``uri`` -> size and
-    digest), so a truncated, altered, missing or extra file is found before the state is read.
-    None in checkpoints written before fingerprints existed (not checked)."""
+    ``files`` fingerprints every object of the part (name -> size and digest), so a
+    truncated, altered, missing or extra file is found before the state is read. ``bounds``
+    are ``(column, low, high)`` over the part's rows, for readers that can skip it."""
+
+    key: str
+    kind: str  # "base" | "delta"
+    epoch: int
+    rows: int  # rows written (physical)
+    files: tuple[tuple[str, str], ...]
+    bounds: tuple[tuple[str, int, int], ...] = ()
+
+    def bound(self, column: str) -> tuple[int, int] | None:
+        return next(((lo, hi) for c, lo, hi in self.bounds if c == column), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "key": self.key, "kind": self.kind, "epoch": self.epoch, "rows": self.rows,
+            "files": dict(self.files),
+        }  # fmt: skip
+        if self.bounds:
+            body["bounds"] = {c: [lo, hi] for c, lo, hi in self.bounds}
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StatePart:
+        bounds = tuple((c, int(v[0]), int(v[1])) for c, v in sorted(data.get("bounds", {}).items()))
+        return cls(
+            str(data["key"]), str(data["kind"]), int(data["epoch"]), int(data["rows"]),
+            tuple(sorted(data["files"].items())), bounds,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """The keyed state ``S_k`` of a checkpoint: its parts, a base then deltas (empty: no
+    state). ``rows`` counts the live rows a reader sees (open windows, keys holding state).
+
+    ``horizon_us``: every window whose end plus the allowed lateness is at or before it has
+    been emitted; rows of such windows may still sit in older parts, and readers skip them
+    (:mod:`sluice.state`). ``uri`` is the newest part's location.
+
+    Checkpoints written before parts existed hold one snapshot (``uri`` and ``files``): read
+    as a single base part."""
 
     uri: str | None = None
     rows: int = 0
     files: tuple[tuple[str, str], ...] | None = None
+    parts: tuple[StatePart, ...] = ()
+    horizon_us: int | None = None
+
+    @property
+    def deltas(self) -> int:
+        return sum(1 for p in self.parts if p.kind == "delta")
 
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"uri": self.uri, "rows": self.rows}
         if self.files is not None:
             body["files"] = dict(self.files)
+        if self.parts:
+            body["parts"] = [p.to_dict() for p in self.parts]
+        if self.horizon_us is not None:
+            body["horizon_us"] = self.horizon_us
         return body
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StateRef:
         files = data.get("files")
+        horizon = data.get("horizon_us")
         return cls(
             data.get("uri"),
             int(data.get("rows", 0)),
             None if files is None else tuple(sorted(files.items())),
+            tuple(StatePart.from_dict(p) for p in data.get("parts", ())),
+            None if horizon is None else int(horizon),
         )
 
 

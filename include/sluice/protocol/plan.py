@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.operators.watermarks import WatermarkState
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
 from sluice.protocol.model import Checkpoint, Plan, StateRef
 from sluice.protocol.recovery import recover
@@ -24,7 +25,6 @@ from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import StateMigration, compare_shapes
 from sluice.sources.base import Offset
 from sluice.storage import ObjectAlreadyExists
-from sluice.windows.watermarks import WatermarkState
 
 __all__ = ["plan_epoch"]
 

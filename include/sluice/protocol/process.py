@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from sluice.operator import EpochOutput, Frame, align_state, compute_output
-from sluice.protocol import layout
+from sluice.jvm.udfs import counted, counting
+from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, late_ddl
+from sluice.operators.registry import operator_for
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
 from sluice.protocol.model import (
@@ -29,20 +30,20 @@ from sluice.protocol.model import (
     EpochResult,
     EpochStats,
     Plan,
+    StatePart,
     StateRef,
 )
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
-from sluice.sources.footers import ddl, stored_types
-from sluice.storage import CorruptObject, to_spark_uri
-from sluice.windows.records import DEAD_DDL, late_ddl
+from sluice.spark import epoch_session
+from sluice.state import StateInput, legacy_parts, state_input, verify_parts, write_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["process_epoch", "read_state"]
+__all__ = ["process_epoch", "read_state", "verify_state"]
 
 
 def process_epoch(
@@ -85,12 +86,12 @@ def process_epoch(
     rt.repo.start_attempt(record)
     rt.faults.hit("process.after_start", epoch)
     frames: EpochOutput | None = None
+    held: list[DataFrame] = []
     try:
         frames = _compute(rt, spark, plan)
-        result, outputs = _stage(rt, frames, plan, record.attempt)
+        result, outputs = _stage(rt, frames, plan, record.attempt, held)
     except Exception as exc:
-        if frames is not None:
-            frames.release()
+        _release(frames, held)
         error = f"{type(exc).__name__}: {exc}"
         failed = record.moved_to(AttemptStatus.FAILED, rt.clock(), error=error)
         rt.repo.update_attempt(failed)
@@ -103,51 +104,70 @@ def process_epoch(
         if rt.spec.qos == 0:
             _checkpoint_then_write(rt, epoch, record.attempt, outputs)
     finally:
-        frames.release()
+        _release(frames, held)
     return record
 
 
-Outputs = dict[str, tuple["DataFrame", int]]
+def _release(frames: EpochOutput | None, held: list[DataFrame]) -> None:
+    if frames is not None:
+        frames.release()
+    for frame in held:
+        frame.unpersist()
+    held.clear()
+
+
+Outputs = dict[str, tuple["DataFrame", int | None]]
 
 
 def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
+    session = epoch_session(spark)
     rng = rt.source.decode_range(plan.source_range)
-    return compute_output(
-        spark,
-        rt.source.read(spark, rng),
-        rt.spec,
-        plan.watermark,
-        read_state(spark, rt, plan.state, StateMigration.from_dict(plan.state_migration)),
+    migration = StateMigration.from_dict(plan.state_migration)
+    state = read_state(session, rt, plan.state, migration)
+    spec = rt.spec
+    inp = EpochInput(
+        spark=session,
+        records=rt.source.read(session, rng),
+        spec=spec,
+        carried=plan.watermark,
+        state=state,
         epoch=plan.epoch,
         source_uri=rt.source.location,
         waiting=rt.source.waiting_partitions(rng),
+        before_hints=rt.source.before_hints(rng, spec.event_time.column),
+        compact=state.needs_compaction() or (migration.changed and not state.empty),
     )
+    return operator_for(spec).run(inp)
 
 
 def _stage(
-    rt: Runtime, frames: EpochOutput, plan: Plan, attempt: str
+    rt: Runtime, out: EpochOutput, plan: Plan, attempt: str, held: list[DataFrame]
 ) -> tuple[EpochResult, Outputs]:
     """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
-    (1) or kept for after the checkpoint (0)."""
+    (1) or kept for after the checkpoint (0); the epoch's facts come from those writes."""
     started = rt.clock()
-    state = _write_state(rt, frames, plan.epoch, attempt)
+    part = _write_state(rt, out, plan.epoch, attempt)
     rt.faults.hit("process.after_state", plan.epoch)
-    spark = frames.results.sparkSession
-    counts = frames.counts
-    outputs: Outputs = {
-        "results": (frames.results, frames.emitted),
-        "late": (_frame(spark, frames.late, counts.late_rows, late_ddl(rt.spec)), counts.late_rows),
-        "dead": (_frame(spark, frames.dead, counts.dead, DEAD_DDL), counts.dead),
-    }
-    prepared: list[Prepared] = []
     retract = retract_after(plan)
+    results = [r for r in rt.sinks if r.role == "results"]
+    frame, rows = out.results, out.emitted
+    if rt.spec.qos == 0 or len(results) > 1:  # one computation for every writer
+        frame, rows = _materialized(frame, rows, held)
+    prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+    first = next((p for p in prepared if p is not None), None)
+    emitted = rows if rows is not None else (first.rows if first is not None else None)
+    facts = out.finish(emitted, part.rows if part is not None else None)
+    counts = facts.counts
+    spark = frame.sparkSession
+    outputs: Outputs = {
+        "results": (frame, facts.emitted),
+        "late": (_side(spark, out.late, counts.late_rows, late_ddl(rt.spec)), counts.late_rows),
+        "dead": (_side(spark, out.dead, counts.dead, DEAD_DDL), counts.dead),
+    }
     for role in rt.sinks:
-        df, rows = outputs[role.role]
-        if rt.spec.qos == 2:
-            staged = role.sink.prepare(plan.epoch, attempt, df, rows)
-            prepared.append(replace(staged, retract_after=retract))
-        elif rt.spec.qos == 1:
-            prepared.append(_write(role, plan.epoch, attempt, df, rows, retract))
+        if role.role != "results":
+            df, n = outputs[role.role]
+            prepared.append(_output(rt, role, plan, attempt, df, n, retract))
     rt.faults.hit("process.after_prepare", plan.epoch)
     rng = rt.source.decode_range(plan.source_range)
     stats = EpochStats(
@@ -155,27 +175,69 @@ def _stage(
         counts.accepted,
         counts.late,
         counts.dead,
-        frames.emitted,
-        frames.still_open,
+        facts.emitted,
+        facts.still_open,
         rng.units,
         counts.filtered,
         counts.late_rows,
     )
     result = EpochResult(
         stats=stats,
-        watermark=frames.watermark,
-        watermark_us=frames.watermark_us,
-        state=state,
-        prepared=tuple(prepared),
+        watermark=facts.watermark,
+        watermark_us=facts.watermark_us,
+        state=_state_ref(rt, plan, out, part, facts),
+        prepared=tuple(p for p in prepared if p is not None),
         process_seconds=round(rt.clock() - started, 6),
     )
     return result, outputs
 
 
-def _frame(spark: SparkSession, build: Frame, rows: int, ddl: str) -> DataFrame:
+def _materialized(
+    frame: DataFrame, rows: int | None, held: list[DataFrame]
+) -> tuple[DataFrame, int]:
+    """The results cached and counted once (several sinks, or qos 0, which writes them only
+    after the checkpoint recorded the facts)."""
+    from pyspark import StorageLevel
+
+    cached = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    held.append(cached)
+    return cached, cached.count() if rows is None else rows
+
+
+def _output(
+    rt: Runtime,
+    role: SinkRole,
+    plan: Plan,
+    attempt: str,
+    df: DataFrame,
+    rows: int | None,
+    retract: int | None,
+) -> Prepared | None:
+    """Stage (qos 2) or write (qos 1) one output; qos 0 writes after the checkpoint."""
+    if rt.spec.qos == 0:
+        return None
+    if rows is None and not role.sink.counts_rows:  # a plugin that wants the count first
+        rows = df.count()
+    if rt.spec.qos == 2:
+        staged = role.sink.prepare(plan.epoch, attempt, df, rows)
+        return replace(staged, retract_after=retract)
+    return _write(role, plan.epoch, attempt, df, rows, retract)
+
+
+def _side(spark: SparkSession, build: Any, rows: int, ddl: str) -> DataFrame:
     """The side output when it has rows; else an empty frame of its columns (a sink may still
-    create its table from them) that costs no planning."""
-    return build() if rows else spark.createDataFrame([], ddl)
+    create its table from them) that costs no planning (made once per session: it never
+    changes)."""
+    if rows:
+        return build()
+    key = (id(spark), ddl)
+    empty = _EMPTY.get(key)
+    if empty is None or empty.sparkSession is not spark:
+        empty = _EMPTY[key] = spark.createDataFrame([], ddl)
+    return empty
+
+
+_EMPTY: dict[tuple[int, str], DataFrame] = {}
 
 
 def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outputs) -> None:
@@ -204,7 +266,7 @@ def retract_after(plan: Plan) -> int | None:
 
 
 def _write(
-    role: SinkRole, epoch: int, attempt: str, df: DataFrame, rows: int, retract: int | None
+    role: SinkRole, epoch: int, attempt: str, df: DataFrame, rows: int | None, retract: int | None
 ) -> Prepared:
     """qos 0/1 direct output; a rewind's first epoch is staged and committed with its
     retraction instead (the direct writes cannot retract)."""
@@ -215,32 +277,50 @@ def _write(
     return staged
 
 
-def _write_state(rt: Runtime, frames: EpochOutput, epoch: int, attempt: str) -> StateRef:
-    if frames.state is None or frames.state_rows == 0:
-        return StateRef()
-    prefix = layout.state_prefix(epoch, attempt)
-    uri = rt.repo.store.uri(prefix.rstrip("/"))
-    frames.state.write.mode("errorifexists").parquet(to_spark_uri(uri))
-    found = rt.repo.store.fingerprints(prefix)
-    return StateRef(uri, frames.state_rows, tuple((k[len(prefix) :], v) for k, v in found.items()))
+def _write_state(rt: Runtime, out: EpochOutput, epoch: int, attempt: str) -> StatePart | None:
+    """The operator's state update as a new part (rows counted by the write when the operator
+    did not know them)."""
+    update = out.state_update()
+    if update is None:
+        return None
+    spark = update.frame.sparkSession
+    frame, ledger = update.frame, None
+    if update.rows is None:
+        frame, ledger = counting(spark, frame, "state")
+    part = write_part(
+        rt.repo.store, frame, epoch=epoch, attempt=attempt, kind=update.kind,
+        rows=update.rows or 0, bounds=update.bounds,
+    )  # fmt: skip
+    if ledger is not None:  # counted as Spark wrote them
+        part = replace(part, rows=counted(ledger))
+    if update.kind == "base" and epoch > 1:
+        rt.faults.hit("state.after_compaction", epoch)
+    return part
+
+
+def _state_ref(
+    rt: Runtime, plan: Plan, out: EpochOutput, part: StatePart | None, facts: EpochFacts
+) -> StateRef:
+    """``S_{k+1}``: the parts before plus this epoch's (a base replaces them all)."""
+    before = legacy_parts(rt.repo.store, plan.state)
+    if part is not None and part.kind == "base":
+        parts: tuple[StatePart, ...] = (part,)
+    elif part is not None:
+        parts = (*before, part)
+    else:
+        parts = before
+    if facts.state_rows == 0:
+        parts = ()
+    horizon = getattr(out, "horizon", None)
+    newest = parts[-1] if parts else None
+    uri = rt.repo.store.uri(newest.key) if newest is not None else None
+    return StateRef(uri, facts.state_rows, None, parts, horizon if parts else None)
 
 
 def verify_state(rt: Runtime, ref: StateRef) -> None:
     """Raise :class:`CorruptObject` naming the first state file that is missing, extra or not
     the one its checkpoint recorded (size and digest)."""
-    if ref.uri is None or ref.files is None:
-        return
-    store = rt.repo.store
-    prefix = ref.uri[len(store.uri()) + 1 :] + "/"
-    found = {k[len(prefix) :]: v for k, v in store.fingerprints(prefix).items()}
-    for name, recorded in ref.files:
-        now = found.pop(name, None)
-        if now != recorded:
-            reason = "missing" if now is None else f"is {now}, the checkpoint recorded {recorded}"
-            raise CorruptObject(store.uri(prefix + name), f"state file {reason}", "state")
-    if found:
-        extra = min(found)
-        raise CorruptObject(store.uri(prefix + extra), "not part of the recorded state", "state")
+    verify_parts(rt.repo.store, list(legacy_parts(rt.repo.store, ref)))
 
 
 def read_state(
@@ -248,19 +328,14 @@ def read_state(
     rt: Runtime,
     ref: StateRef,
     migration: StateMigration | None = None,
-) -> DataFrame | None:
-    """The state ``S_k`` a plan starts from (None when empty). Parquet carries its own
-    schema (derived key columns have no declared type); the columns are put in state order."""
-    if ref.uri is None or ref.rows == 0:
-        return None
-    verify_state(rt, ref)
+) -> StateInput:
+    """The state ``S_k`` a plan starts from, as its operator reads it (in state column order
+    under the spec now: see :mod:`sluice.protocol.upgrade`)."""
     migration = migration or StateMigration()
-    reader = spark.read
-    # the snapshot's column types from its footers: no schema-inference job (see footers.py)
-    prefix = ref.uri[len(rt.repo.store.uri()) + 1 :] + "/"
-    parts = [prefix + name for name, _ in ref.files or () if name.endswith(".parquet")]
-    stored = stored_types(rt.repo.store, parts)
-    if stored is not None:
-        reader = reader.schema(ddl(stored))
-    frame = reader.parquet(to_spark_uri(ref.uri))
-    return align_state(rt.spec, frame, migration.reset_aggregates, migration.reset_states)
+    operator = operator_for(rt.spec)
+
+    def align(frame: DataFrame) -> DataFrame:
+        return operator.align_state(frame, migration.reset_aggregates, migration.reset_states)
+
+    every = rt.spec.checkpoint.compact_every if rt.spec.checkpoint else 10
+    return state_input(spark, rt.repo.store, ref, align, every)

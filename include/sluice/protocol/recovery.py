@@ -97,6 +97,10 @@ def _sweep(rt: Runtime, checkpoint: Checkpoint) -> None:
         role.sink.abort_others(checkpoint.epoch, keep=None)
     winner = layout.state_prefix(checkpoint.epoch, checkpoint.attempt)
     prefix = f"{layout.STATE}{checkpoint.epoch:012d}-"
-    for info in rt.repo.store.list(prefix):
-        if not info.key.startswith(winner):
-            rt.repo.store.delete(info.key)
+    losers = {
+        info.key[: info.key.index("/", len(layout.STATE)) + 1]
+        for info in rt.repo.store.list(prefix)
+        if not info.key.startswith(winner)
+    }
+    for folder in sorted(losers):  # whole folders: Spark's hidden .crc files go too
+        rt.repo.store.delete_prefix(folder)

@@ -13,8 +13,9 @@ epoch below ``F = L - R + 1`` is retired:
    put-if-absent and backs out when its epoch is retired, so a zombie that wakes after its
    checkpoint was deleted cannot bring it back;
 3. delete, for every epoch below ``F`` that no savepoint points to: its sink leftovers
-   (``abort_others``), its state snapshots, then its documents (plan, attempts, checkpoint,
-   marker), the checkpoint last;
+   (``abort_others``), its state parts that no kept checkpoint reads (a kept checkpoint's
+   base and deltas may be older than ``F``: sluice.state), then its documents (plan,
+   attempts, checkpoint, marker), the checkpoint last;
 4. delete the marks lower than ``F``.
 
 Never deleted: the latest checkpoint (``R >= 1``), the ``R - 1`` before it (so the next epoch,
@@ -80,7 +81,9 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     kept = {s.epoch for s in rt.repo.savepoints()}
     report.kept_for_savepoints = sorted(e for e in kept if e < below)
     doomed = sorted(e for e in listed if e < below and e not in kept)
-    state_keys = [i.key for i in rt.repo.store.list(layout.STATE)]
+    # state parts a kept checkpoint reads (its base and deltas may be older than the mark)
+    needed = _referenced_parts(rt, [e for e in listed if e >= below] + sorted(kept))
+    state_keys = [i.key for i in rt.repo.store.list(layout.STATE) if not _in_parts(i.key, needed)]
     for i, epoch in enumerate(doomed):
         for role in rt.sinks:
             report.objects_deleted += role.sink.abort_others(epoch, keep=None)
@@ -105,6 +108,23 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     for role in rt.sinks:
         role.sink.forget_through(min([below, *kept]))
     return report
+
+
+def _referenced_parts(rt: Runtime, epochs: list[int]) -> set[str]:
+    """The state part folders (``state/<epoch>-<attempt>``) the checkpoints of ``epochs``
+    read."""
+    from sluice.state import legacy_parts
+
+    found: set[str] = set()
+    for epoch in epochs:
+        checkpoint = rt.repo.checkpoint(epoch)
+        if checkpoint is not None:
+            found.update(p.key for p in legacy_parts(rt.repo.store, checkpoint.result.state))
+    return found
+
+
+def _in_parts(key: str, parts: set[str]) -> bool:
+    return any(key.startswith(part + "/") for part in parts)
 
 
 def _retired_files(rt: Runtime, listed: dict[int, set[str]], below: int) -> set[str]:

@@ -100,9 +100,14 @@ class Sink(ABC):
 
     name: str
     supports_retraction: bool = False
+    # True: ``prepare``/``write`` accept ``rows=None`` (not counted yet) and count the rows
+    # as they write them (sluice.jvm.udfs.counting), returning the count in Prepared.rows, so
+    # the epoch needs no job of its own to count. False: the engine counts first.
+    counts_rows: bool = False
 
     @abstractmethod
-    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared: ...
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
+        """Stage ``df`` (``rows`` rows; None only for a sink whose ``counts_rows`` is True)."""
 
     @abstractmethod
     def commit(self, prepared: Prepared) -> None: ...
@@ -115,7 +120,7 @@ class Sink(ABC):
         """Recovery: remove what every attempt of ``epoch`` but ``keep`` staged; returns how
         many objects (files, tables...) it removed."""
 
-    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """The direct path of qos 0 and 1: make the rows visible now, without a separate
         commit. The default stages and commits at once; sinks with a cheaper direct write
         override it. Not idempotent: a replay may write the rows again (qos 1 allows that)."""

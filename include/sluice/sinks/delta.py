@@ -163,8 +163,10 @@ class DeltaSink(Sink):
 
     # -- prepare ------------------------------------------------------------------------------
 
-    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """Stage the rows as Parquet under the attempt's prefix (nothing for no rows)."""
+        if rows is None:  # not counted by the engine: count first
+            rows = df.count()
         if rows == 0:
             return self._prepared(epoch, attempt, 0)
         if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
@@ -408,10 +410,12 @@ class DeltaSink(Sink):
 
     # -- direct write (qos 0 / 1) -------------------------------------------------------------
 
-    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """Append sinks: one Delta commit straight into the table, with the epoch's transaction
         id, so a replay of the epoch (qos 1 replays the same planned input) adds nothing.
         Upsert sinks stage and commit."""
+        if rows is None:  # not counted by the engine: count first
+            rows = df.count()
         if self.spec.mode == "upsert":
             return super().write(epoch, attempt, df, rows)
         if rows > 0:

@@ -64,6 +64,7 @@ _PART = re.compile(r"(?:^|/)part-(\d{12})-(?:(\d{12})-c)?\d{5}\.[a-z]+$")
 
 class FilesSink(Sink):
     supports_retraction = True
+    counts_rows = True
 
     def __init__(self, spec: SinkSpec, store: ObjectStore) -> None:
         self.name = spec.name
@@ -73,14 +74,25 @@ class FilesSink(Sink):
     def staging_prefix(self, epoch: int, attempt: str) -> str:
         return f"{STAGING}/{epoch:012d}-{attempt}/"
 
-    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
-        """Write the rows under the attempt's staging prefix (nothing at all for no rows)."""
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
+        """Write the rows under the attempt's staging prefix (nothing at all for no rows;
+        ``rows`` None: counted as they are written)."""
         if rows == 0:
             return Prepared(self.name, self.store.uri(), epoch, attempt, 0)
         if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
             df = df.drop("_op", "_epoch")
         prefix = self.staging_prefix(epoch, attempt)
-        self._write(df, rows, prefix)
+        if rows is None:
+            from sluice.jvm.udfs import counted, counting
+
+            df, ledger = counting(df.sparkSession, df, f"sink:{self.name}")
+            self._write(df, None, prefix)
+            rows = counted(ledger)
+            if rows == 0:
+                self.store.delete_prefix(prefix)
+                return Prepared(self.name, self.store.uri(), epoch, attempt, 0)
+        else:
+            self._write(df, rows, prefix)
         staged_ext, final_ext = EXTENSIONS[self.spec.format]
         staged = [
             i
@@ -93,24 +105,31 @@ class FilesSink(Sink):
         )
         return Prepared(self.name, self.store.uri(), epoch, attempt, rows, files)
 
-    def _write(self, df: DataFrame, rows: int, prefix: str) -> None:
+    def _write(self, df: DataFrame, rows: int | None, prefix: str) -> None:
         """Spark writes ``df`` under ``prefix``: about ``ROWS_PER_FILE`` rows a file (one a core
         for large outputs, see ``ROWS_PER_CORE``), and with
         ``partition_by`` one folder per value whose rows sit in one task (so one file per
         folder and epoch unless it has more than ``ROWS_PER_FILE`` rows)."""
         target = to_spark_uri(self.store.uri(prefix.rstrip("/")))
         cores = df.sparkSession.sparkContext.defaultParallelism
-        tasks = max(1, -(-rows // ROWS_PER_FILE), min(cores, rows // ROWS_PER_CORE))
         columns = list(self.spec.partition_by)
+        # not counted (rows None): as many files as the frame has partitions
+        tasks = (
+            0
+            if rows is None
+            else max(1, -(-rows // ROWS_PER_FILE), min(cores, rows // ROWS_PER_CORE))
+        )
         if columns:
+            spread = df.repartition(tasks, *columns) if tasks else df.repartition(*columns)
             writer = (
-                df.repartition(tasks, *columns)
-                .write.mode("errorifexists")
+                spread.write.mode("errorifexists")
                 .option("maxRecordsPerFile", ROWS_PER_FILE)
                 .partitionBy(*columns)
             )
-        else:
+        elif tasks:
             writer = df.coalesce(tasks).write.mode("errorifexists")
+        else:
+            writer = df.write.mode("errorifexists").option("maxRecordsPerFile", ROWS_PER_FILE)
         if self.spec.format == "parquet":
             writer.parquet(target)
         else:
@@ -129,16 +148,18 @@ class FilesSink(Sink):
         self.store.delete_prefix(self.staging_prefix(prepared.epoch, prepared.attempt))
 
     def abort_others(self, epoch: int, keep: str | None) -> int:
-        """Delete staged output of every attempt of ``epoch`` except ``keep``."""
-        mine = self.staging_prefix(epoch, keep) if keep else None
-        doomed = [
-            i.key
-            for i in self.store.list(f"{STAGING}/{epoch:012d}-")
-            if mine is None or not i.key.startswith(mine)
-        ]
-        for key in doomed:
-            self.store.delete(key)
-        return len(doomed)
+        """Delete staged output of every attempt of ``epoch`` except ``keep``: whole attempt
+        folders, so the hidden files Spark writes beside its output (``.crc``) go too."""
+        epoch_prefix = f"{STAGING}/{epoch:012d}-"
+        if keep is None:
+            return self.store.delete_prefix(epoch_prefix)
+        mine = self.staging_prefix(epoch, keep)
+        attempts = {
+            i.key[: i.key.index("/", len(STAGING) + 1) + 1]
+            for i in self.store.list(epoch_prefix)
+            if not i.key.startswith(mine)
+        }
+        return sum(self.store.delete_prefix(prefix) for prefix in sorted(attempts))
 
     def committed_keys(self) -> list[str]:
         """Keys of the committed files (what a reader of the sink path sees)."""

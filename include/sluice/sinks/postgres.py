@@ -299,8 +299,10 @@ class PostgresSink(Sink):
 
     # -- prepare ------------------------------------------------------------------------------
 
-    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """Create the target if missing, then stage the rows (nothing for an empty epoch)."""
+        if rows is None:  # not counted by the engine: count first
+            rows = df.count()
         if self.spec.mode == "append":
             df = df.drop(*CHANGELOG_COLUMNS)
         self._ensure_tables(df)
@@ -614,9 +616,11 @@ class PostgresSink(Sink):
                 _drop(conn, f"{STAGING_SCHEMA}.{name}")
         return len(doomed)
 
-    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int) -> Prepared:
+    def write(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """qos 0/1: append straight into the target (no fence: a replay duplicates); upsert
         sinks stage and commit, which a replay cannot duplicate."""
+        if rows is None:  # not counted by the engine: count first
+            rows = df.count()
         if self.spec.mode == "upsert":
             return super().write(epoch, attempt, df, rows)
         from pyspark.sql import functions as F

@@ -119,6 +119,14 @@ class Source(ABC):
         Default: the source itself (it never refuses to plan over missing input)."""
         return self
 
+    def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int | None]:
+        """Lower bounds, known without reading the records, of the largest ``column`` value
+        before each ``(partition, major)`` of ``rng`` within the range (e.g. from Parquet
+        footers; None: nothing known). An epoch's pass uses them for the watermark at each
+        position; a bound above the truth is caught after the pass and costs a second one,
+        never a wrong result. Default: none."""
+        return {}
+
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back

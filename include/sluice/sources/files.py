@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
-from sluice.sources.footers import stored_types
+from sluice.sources.footers import column_maxima, footers, types_of
 from sluice.sources.parsing import parse_csv_lines, parse_json_lines, parse_parquet
 from sluice.spec.model import SourceSpec
 from sluice.storage import ObjectStore, to_spark_uri
@@ -130,6 +130,7 @@ class FilesSource(Source):
         self.store = store
         self.required = required
         self.history = history
+        self._footers: dict[tuple[str, ...], list[Any]] = {}  # the last range's (read once)
 
     @property
     def location(self) -> str:
@@ -256,8 +257,9 @@ class FilesSource(Source):
         index = [(self._qualified(spark, k), k, i) for i, k in enumerate(rng.files)]
         schema = self.spec.schema
         if self.spec.format == "parquet":
-            stored = stored_types(self.store, list(rng.files))
-            frame = parse_parquet(spark, index, schema, self.required, stored)
+            metas = footers(self.store, list(rng.files))
+            self._footers = {rng.files: metas}
+            frame = parse_parquet(spark, index, schema, self.required, types_of(metas))
         elif self.spec.format == "csv":
             frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
         else:
@@ -266,6 +268,30 @@ class FilesSource(Source):
             folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
             frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
         return frame
+
+    def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int | None]:
+        """From the Parquet footers :meth:`read` fetched: for each file, the largest event
+        time of the earlier files of its partition in the range (None: none before it)."""
+        assert isinstance(rng, FilesRange)
+        metas = self._footers.get(rng.files)
+        if self.spec.format != "parquet" or metas is None:
+            return {}
+        hints: dict[tuple[str, int], int | None] = {}
+        running: dict[str, int] = {}
+        for major, (key, high) in enumerate(
+            zip(rng.files, column_maxima(metas, column), strict=True)
+        ):
+            partition = self.partition_of(key)
+            hints[(partition, major)] = running.get(partition)
+            if high is not None:
+                running[partition] = max(high, running.get(partition, high))
+        return hints
+
+    def partition_of(self, key: str) -> str:
+        """The source partition of a file (``_partition`` of its records)."""
+        if self.spec.partition_by == "directory" and "/" in key:
+            return key.split("/", 1)[0]
+        return "0" if self.spec.partition_by != "directory" else ""
 
     def _qualified(self, spark: SparkSession, key: str) -> str:
         """The path exactly as Spark reports it in ``_metadata.file_path``."""

@@ -13,6 +13,7 @@ on a column, a footer that does not parse — returns None and Spark infers as b
 
 from __future__ import annotations
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from sluice.storage import StorageError
 if TYPE_CHECKING:
     from sluice.storage import ObjectStore
 
-__all__ = ["ddl", "spark_type", "stored_types"]
+__all__ = ["column_maxima", "ddl", "footers", "spark_type", "stored_types", "types_of"]
 
 MAGIC = b"PAR1"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -60,13 +61,25 @@ def spark_type(arrow: pa.DataType) -> str | None:
     return None
 
 
+def footers(store: ObjectStore, keys: list[str]) -> list[pq.FileMetaData | None]:
+    """The footer of each Parquet file (None where it cannot be read: Spark says why)."""
+    if not keys:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(keys))) as pool:
+        return list(pool.map(lambda key: _footer(store, key), keys))
+
+
 def stored_types(store: ObjectStore, keys: list[str]) -> dict[str, str] | None:
     """``{column: Spark type}`` over the Parquet files ``keys`` in first-seen order (as
     Spark's merged schema), or None when Spark should infer it (see the module docstring)."""
-    if not keys:
+    return types_of(footers(store, keys)) if keys else None
+
+
+def types_of(metas: list[pq.FileMetaData | None]) -> dict[str, str] | None:
+    """:func:`stored_types` of footers already read."""
+    if not metas:
         return None
-    with ThreadPoolExecutor(max_workers=min(8, len(keys))) as pool:
-        found = list(pool.map(lambda key: _footer_types(store, key), keys))
+    found = [None if m is None else _schema_types(_arrow_schema(m)) for m in metas]
     merged: dict[str, str] = {}
     folded: dict[str, str] = {}  # Spark matches Parquet columns case-insensitively
     for types in found:
@@ -85,12 +98,47 @@ def ddl(types: dict[str, str]) -> str:
     return ", ".join(f"`{name}` {kind}" for name, kind in types.items())
 
 
-def _footer_types(store: ObjectStore, key: str) -> dict[str, str] | None:
-    """Spark types of the columns in ``key``'s footer: the schema Spark wrote there itself
-    (its row metadata, exact for any type: state snapshots), else mapped from Parquet's."""
-    schema = _footer_schema(store, key)
-    if schema is None:
+_UNIT_US = {"milliseconds": 1000, "microseconds": 1}
+
+
+def column_maxima(metas: list[pq.FileMetaData | None], column: str) -> list[int | None]:
+    """The largest value of timestamp ``column`` in each file, in microseconds, from the
+    row groups' statistics (None: a file without usable statistics for it)."""
+    return [None if m is None else _column_max(m, column) for m in metas]
+
+
+def _arrow_schema(meta: pq.FileMetaData) -> pa.Schema:
+    return meta.schema.to_arrow_schema().with_metadata(meta.metadata or {})
+
+
+def _column_max(meta: pq.FileMetaData, column: str) -> int | None:
+    schema = meta.schema
+    index = next((i for i in range(len(schema)) if schema.column(i).path == column), None)
+    if index is None or meta.num_row_groups == 0:
         return None
+    logical = schema.column(index).logical_type
+    if logical.type != "TIMESTAMP" or schema.column(index).physical_type != "INT64":
+        return None
+    unit = _UNIT_US.get(json.loads(logical.to_json()).get("timeUnit", ""))
+    if unit is None:  # nanoseconds would be rounded: not a bound Spark agrees with
+        return None
+    best: int | None = None
+    for group in range(meta.num_row_groups):
+        chunk = meta.row_group(group).column(index)
+        stats = chunk.statistics
+        if stats is None or not stats.has_min_max:
+            if chunk.num_values == 0:
+                continue
+            return None
+        value = int.from_bytes(stats.max_raw, "little", signed=True) if isinstance(
+            stats.max_raw, bytes) else int(stats.max_raw)  # fmt: skip
+        best = value if best is None else max(best, value)
+    return None if best is None else best * unit
+
+
+def _schema_types(schema: pa.Schema) -> dict[str, str] | None:
+    """Spark types of the columns of a footer's schema: the schema Spark wrote there itself
+    (its row metadata, exact for any type: state snapshots), else mapped from Parquet's."""
     written = (schema.metadata or {}).get(SPARK_SCHEMA_KEY)
     if written is not None:
         from pyspark.sql.types import StructType, _parse_datatype_json_string
@@ -117,8 +165,8 @@ def _plain_names(field: object) -> bool:
     return True
 
 
-def _footer_schema(store: ObjectStore, key: str) -> pa.Schema | None:
-    """The Arrow schema in ``key``'s footer (``... footer, 4-byte length, PAR1``)."""
+def _footer(store: ObjectStore, key: str) -> pq.FileMetaData | None:
+    """``key``'s footer (``... footer, 4-byte length, PAR1``)."""
     try:
         tail = store.get_tail(key, FIRST_READ)
         if len(tail) < 12 or tail[-4:] != MAGIC:
@@ -126,6 +174,6 @@ def _footer_schema(store: ObjectStore, key: str) -> pa.Schema | None:
         length = int.from_bytes(tail[-8:-4], "little")
         if length + 8 > len(tail):
             tail = store.get_tail(key, length + 8)
-        return pq.read_schema(pa.BufferReader(tail[-(length + 8) :]))
+        return pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
     except (StorageError, pa.ArrowException, OSError):
         return None  # Spark's own read reports a vanished or broken file

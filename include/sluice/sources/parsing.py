@@ -4,16 +4,29 @@ Every format produces the columns of :data:`sluice.sources.base.RECORD_COLUMNS` 
 the schema columns. ``_error`` is ``"<code>: <message>"`` with code ``malformed``,
 ``missing_event_time`` or ``wrong_type``; the first problem found wins, checked in the order
 malformed, required columns (the event time), then the other columns in schema order.
+
+JSON lines and CSV are read with Spark's line reader (splittable: a big file is read by several
+tasks), every line numbered in file order, blank ones too, by the helper jar's ``LineInfo``
+(:mod:`sluice.jvm`), which also flags blank lines and lines that are not valid UTF-8. JSON lines
+are parsed once with the schema's types where Spark's typed parsing cannot disagree with the
+text rules below (``JsonBytes``, which also refuses text after the object); a row that this
+fast parse does not accept cleanly is parsed again, as text, by those rules, which give the
+record or the exact reason it is a dead letter.
+
+A ``double`` / ``float`` field must hold a finite number in every format: ``NaN``,
+``Infinity`` (bare or as a string) and numbers beyond the type's range are ``wrong_type``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice.operators.sqltext import lit, quote
 from sluice.sources.footers import ddl
 
 if TYPE_CHECKING:
@@ -36,19 +49,92 @@ SPARK_TYPES = {
 }
 _TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 _CORRUPT = "_corrupt"
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+
+# Types Spark's typed JSON parsing may take as they come: for these it accepts only what the
+# text rules accept too, with the same value (a string as itself, an integer literal that
+# fits, a number literal as the nearest double, true / false), and fails the row otherwise (a
+# number written as a string, ``1.0`` for a long...), which then goes the text way. Not here:
+# ``float`` (Jackson may round through a double first), ``timestamp`` and ``date`` (Spark
+# accepts more shapes than the text rules do).
+_TYPED_IN_JSON = {
+    "string": T.StringType(),
+    "int": T.IntegerType(),
+    "long": T.LongType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+}
+_FINITE_KINDS = ("double", "float")
+
+# LineInfo's result: the 1-based line number in the low 48 bits, flags above.
+_LINE_BITS = 48
+_INVALID_UTF8 = 1
+_BLANK = 4
+NOT_UTF8 = "malformed: not valid UTF-8"
+NOT_AN_OBJECT = "malformed: not a JSON object"
+TRAILING_TEXT = "malformed: text after the JSON object"
 
 
 def parse_json_lines(
     spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
 ) -> DataFrame:
-    """JSON lines: one object per line; blank lines are not records."""
-    text_schema = _text_schema(schema)
-    parsed = F.from_json(
-        "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+    """JSON lines: one object per line; blank lines are not records.
+
+    One typed parse for every line; a line it does not accept cleanly (a corrupt record, a
+    non-finite double, a LineInfo flag, a value the typed parse refuses such as a number
+    written as a string) is parsed again as text, in the same projection and only for those
+    lines, giving today's record or the exact dead-letter reason."""
+    lines = _text_lines(spark, index)
+    kinds = dict(schema)
+    typed = {c for c, kind in schema if kind in _TYPED_IN_JSON}
+    fast_schema = T.StructType(
+        [T.StructField(c, _TYPED_IN_JSON[k] if c in typed else T.StringType()) for c, k in schema]
     )
-    lines = _lines(spark, index).withColumn("_j", parsed)
-    malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
-    return _typed(lines, schema, required, malformed, "not a JSON object")
+    lines = lines.withColumn("_j", _json_bytes(spark, F.col("_raw"), fast_schema))
+    fast = {c: F.col(f"_j.`{c}`") for c, _ in schema}
+    clean = F.col("_j").isNotNull() & (F.col("_flags") == 0)
+    for column in typed:
+        if kinds[column] in _FINITE_KINDS:
+            clean = clean & F.coalesce(_finite(fast[column]), F.lit(True))
+    # the fast values: typed columns as parsed, the others cast from their text
+    values = {c: fast[c] if c in typed else _cast(fast[c], kind) for c, kind in schema}
+    names = {c: f"_v{i}" for i, (c, _) in enumerate(schema)}
+    lines = lines.select(
+        "_file", "_major", "_line", "_raw", "_flags", "_j", clean.alias("_clean"),
+        *[values[c].alias(names[c]) for c, _ in schema],
+    )  # fmt: skip
+    # the fast errors: a required field absent or null, a text-cast field that does not cast
+    clean_checks = []
+    for column in (*required, *[c for c, _ in schema if c not in required]):
+        if column in required:
+            clean_checks.append(_null_check(column, fast[column]))
+        if column not in typed:
+            kind = kinds[column]
+            clean_checks.append(_wrong_type(column, kind, fast[column], F.col(names[column])))
+    clean_error = F.coalesce(*clean_checks) if clean_checks else F.lit(None).cast("string")
+    lines = lines.select(
+        "_file", "_major", "_line", "_raw", "_flags", "_clean", clean_error.alias("_fast_error"),
+        *names.values(),
+    )  # fmt: skip
+    # the text way, only for the lines the fast parse did not accept
+    text = F.when(~F.col("_clean"), _from_json(spark, F.col("_raw"), _text_schema(schema)))
+    lines = lines.withColumn("_j", text)
+    malformed = [
+        F.when(F.col("_flags").bitwiseAND(_INVALID_UTF8) != 0, F.lit(NOT_UTF8)),
+        F.when(F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull(), F.lit(NOT_AN_OBJECT)),
+        F.when(_json_trailing(spark, F.col("_raw")), F.lit(TRAILING_TEXT)),
+    ]
+    slow_values, slow_error = _typed_columns(schema, required, malformed)
+    clean = F.col("_clean")
+    return lines.select(
+        F.lit("0").alias("_partition"),
+        "_file",
+        "_major",
+        "_line",
+        "_raw",
+        F.when(clean, F.col("_fast_error")).otherwise(slow_error).alias("_error"),
+        *[F.when(clean, F.col(names[c])).otherwise(slow_values[c]).alias(c) for c, _ in schema],
+    )
 
 
 def parse_json_frame(
@@ -89,13 +175,23 @@ def parse_csv_lines(
 ) -> DataFrame:
     """CSV, one record per line, columns in schema order; optional header line per file."""
     ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
-    lines = _lines(spark, index)
+    lines = _text_lines(spark, index)
     if header:
         lines = lines.filter(F.col("_line") > 1)
     parsed = F.from_csv("_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
     lines = lines.withColumn("_j", parsed)
-    malformed = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
-    return _typed(lines, schema, required, malformed, f"expected {len(schema)} CSV fields")
+    malformed = [
+        F.when(F.col("_flags").bitwiseAND(_INVALID_UTF8) != 0, F.lit(NOT_UTF8)),
+        F.when(
+            F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull(),
+            F.lit(f"malformed: expected {len(schema)} CSV fields"),
+        ),
+    ]
+    values, error = _typed_columns(schema, required, malformed)
+    return lines.select(
+        F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", error.alias("_error"),
+        *[values[c].alias(c) for c, _ in schema],
+    )  # fmt: skip
 
 
 def parse_parquet(
@@ -111,7 +207,7 @@ def parse_parquet(
     error); any other is read as text and cast like JSON's, so a value that does not fit is a
     ``wrong_type`` dead letter. ``_raw`` (every column of the row as JSON) is only built for
     rows with such an error: the dead-letter sink rebuilds the others from the schema columns
-    (:func:`sluice.windows.records.dead_rows`), so well-typed rows never pay for it.
+    (:func:`sluice.operators.records.dead_rows`), so well-typed rows never pay for it.
 
     ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
     Spark infers them, merging every file's schema."""
@@ -121,35 +217,65 @@ def parse_parquet(
     else:
         frame = spark.read.schema(ddl(stored)).parquet(*paths)
     stored = dict(frame.dtypes)
-    columns: dict[str, tuple[Column | None, Column]] = {}  # name -> (text or None, typed)
+    columns: dict[str, tuple[str | None, str]] = {}  # name -> (text or None, typed), as SQL
     for column, kind in schema:
         if stored.get(column) == SPARK_TYPES[kind]:
-            columns[column] = (None, F.col(f"`{column}`"))
+            columns[column] = (None, quote(column))
             continue
-        stored_text = (F.col(f"`{column}`") if column in stored else F.lit(None)).cast("string")
-        columns[column] = (stored_text, _cast(stored_text, kind))
+        stored_text = f"CAST({quote(column) if column in stored else 'NULL'} AS STRING)"
+        columns[column] = (stored_text, _cast_sql(stored_text, kind))
     checks = []
     for column in (*required, *[c for c, _ in schema if c not in required]):
         text, typed = columns[column]
         if column in required:
-            message = f"missing_event_time: field '{column}' is absent or null"
-            checks.append(F.when((typed if text is None else text).isNull(), F.lit(message)))
+            message = lit(f"missing_event_time: field '{column}' is absent or null")
+            checks.append(
+                f"CASE WHEN ({typed if text is None else text}) IS NULL THEN {message} END"
+            )
         if text is not None:
-            checks.append(_wrong_type(column, dict(schema)[column], text, typed))
-    error = F.coalesce(*checks) if checks else F.lit(None).cast("string")
-    everything = F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns]))
-    rows = frame.select(
-        F.col("_metadata.file_path").alias("_path"),
-        (F.col("_metadata.row_index") + 1).alias("_line"),
-        F.when(error.isNotNull(), everything).alias("_raw"),
-        error.alias("_error"),
-        *[typed.alias(c) for c, (_, typed) in columns.items()],
+            checks.append(_wrong_type_sql(column, dict(schema)[column], text, typed))
+    error = f"coalesce({', '.join(checks)})" if checks else "CAST(NULL AS STRING)"
+    everything = f"to_json(struct({', '.join(quote(c) for c in frame.columns)}))"
+    rows = frame.selectExpr(
+        "_metadata.file_path AS _path",
+        "_metadata.row_index + 1 AS _line",
+        f"CASE WHEN ({error}) IS NOT NULL THEN {everything} END AS _raw",
+        f"{error} AS _error",
+        *[f"{typed} AS {quote(c)}" for c, (_, typed) in columns.items()],
     )
-    rows = _attach_index(spark, rows, index)
-    return rows.select(
-        F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", "_error",
-        *[F.col(f"`{c}`") for c, _ in schema],
+    rows = _with_file(rows, index)
+    return rows.selectExpr(
+        "'0' AS _partition", "_file", "_major", "_line", "_raw", "_error",
+        *[quote(c) for c, _ in schema],
     )  # fmt: skip
+
+
+def _cast_sql(text: str, kind: str) -> str:
+    """:func:`_cast` as SQL text (the same rules: the timestamp shape, finite numbers)."""
+    if kind == "string":
+        return text
+    if kind == "boolean":
+        lowered = f"lower({text})"
+        return f"CASE WHEN {lowered} = 'true' THEN true WHEN {lowered} = 'false' THEN false END"
+    if kind == "timestamp":
+        return (
+            f"CASE WHEN {text} RLIKE {lit(_TIMESTAMP_SHAPE)} THEN try_cast({text} AS TIMESTAMP) END"
+        )
+    number = f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+    if kind in _FINITE_KINDS:
+        return f"CASE WHEN NOT isnan({number}) AND abs({number}) != double('inf') THEN {number} END"
+    return number
+
+
+def _wrong_type_sql(column: str, kind: str, text: str, typed: str) -> str:
+    """:func:`_wrong_type` as SQL text."""
+    prefix = f"wrong_type: field '{column}' = %s is not a "
+    message = f"format_string({lit(prefix + kind)}, {text})"
+    if kind in _FINITE_KINDS:  # a number, but not a finite one (NaN, Infinity, 1e400)
+        number = f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
+        finite = f"format_string({lit(prefix + 'finite ' + kind)}, {text})"
+        message = f"CASE WHEN {number} IS NOT NULL THEN {finite} ELSE {message} END"
+    return f"CASE WHEN {text} IS NOT NULL AND ({typed}) IS NULL THEN {message} END"
 
 
 def _text_schema(schema: Schema) -> T.StructType:
@@ -157,29 +283,165 @@ def _text_schema(schema: Schema) -> T.StructType:
     return T.StructType([*fields, T.StructField(_CORRUPT, T.StringType())])
 
 
-def _attach_index(spark: SparkSession, frame: DataFrame, index: Index) -> DataFrame:
-    files = spark.createDataFrame(index, "_path string, _file string, _major int")
-    return frame.join(F.broadcast(files), "_path", "inner").drop("_path")
-
-
-def _lines(spark: SparkSession, index: Index) -> DataFrame:
-    """Every non-blank line of every file with its 1-based line number."""
-    texts = spark.read.text([p for p, _, _ in index], wholetext=True).select(
-        F.col("_metadata.file_path").alias("_path"), "value"
+def _with_file(frame: DataFrame, index: Index) -> DataFrame:
+    """``_file`` and ``_major`` of each row from its ``_path``, by a lookup in a literal map:
+    no join (a broadcast join runs a Spark job of its own to build the table)."""
+    paths = ", ".join(f"{lit(path)}, {major}" for path, _, major in index)
+    keys = ", ".join(lit(key) for _, key, _ in index)
+    major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
+    return (
+        frame.selectExpr("*", f"{major} AS _major")
+        .selectExpr("*", f"element_at(array({keys}), _major + 1) AS _file")
+        .drop("_path")
     )
-    texts = _attach_index(spark, texts, index)
-    exploded = texts.select("_file", "_major", F.posexplode(F.split("value", "\n")))
-    # one trailing CR goes (CRLF files); a line of ASCII whitespace only is not a record.
-    # Plain string functions, not regular expressions: they run once per line.
-    text = F.col("col")
-    no_cr = F.when(text.endswith("\r"), F.expr("substr(col, 1, length(col) - 1)")).otherwise(text)
-    lines = exploded.select(
+
+
+def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
+    """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
+    lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
+    is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
+    texts = spark.read.option("lineSep", "\n").text([p for p, _, _ in index])
+    path = F.col("_metadata.file_path")
+    info = _line_info(spark, _lines_before(spark, texts))
+    numbered = texts.select(
+        path.alias("_path"),
+        info(path, F.col("_metadata.file_block_start"), F.col("value").cast("binary")).alias("_li"),
+        "value",
+    )
+    # a line of ASCII whitespace only is not a record (LineInfo tells, in its one pass)
+    numbered = numbered.filter(F.col("_li").bitwiseAND(_BLANK << _LINE_BITS) == 0)
+    numbered = _with_file(numbered, index)
+    # one trailing CR goes (CRLF files). Plain string functions, not regular expressions:
+    # they run once per line.
+    text = F.col("value")
+    no_cr = F.when(text.endswith("\r"), F.expr("substr(value, 1, length(value) - 1)"))
+    invalid = F.col("_li").bitwiseAND(_INVALID_UTF8 << _LINE_BITS) != 0
+    raw = no_cr.otherwise(text)
+    return numbered.select(
         "_file",
         "_major",
-        (F.col("pos") + 1).cast("long").alias("_line"),
-        no_cr.alias("_raw"),
+        F.col("_li").bitwiseAND((1 << _LINE_BITS) - 1).alias("_line"),
+        F.shiftright("_li", _LINE_BITS).cast("int").alias("_flags"),
+        F.when(invalid, F.make_valid_utf8(raw)).otherwise(raw).alias("_raw"),
     )
-    return lines.filter(F.length(F.expr("btrim(_raw, ' \t\u000b\f\r')")) > 0)
+
+
+def _json_bytes(spark: SparkSession, text: Column, schema: T.StructType) -> Column:
+    """The struct ``from_json(text, schema, _JSON_OPTIONS)`` gives when ``text`` is exactly one
+    JSON object whose fields all convert, else null; Jackson reads the UTF-8 bytes directly
+    (the helper jar's ``JsonBytes``), at about half the cost. Not for rows LineInfo flags as
+    invalid UTF-8."""
+    jvm: Any = spark.sparkContext._jvm
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return _column(jvm.io.sluice.spark.JsonBytes.column(_java(text), schema.json(), zone))
+
+
+def _from_json(spark: SparkSession, text: Column, schema: T.StructType) -> Column:
+    """``from_json(text, schema, _JSON_OPTIONS)``, compiled with its stage (``JsonBytes.fromJson``:
+    Spark's own evaluator; ``from_json`` itself keeps its projection out of whole-stage code
+    generation)."""
+    jvm: Any = spark.sparkContext._jvm
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    java = jvm.io.sluice.spark.JsonBytes.fromJson(_java(text), schema.json(), _CORRUPT, zone)
+    return _column(java)
+
+
+def _json_trailing(spark: SparkSession, text: Column) -> Column:
+    """Whether ``text`` holds something after its first JSON value (``JsonBytes.trailing``)."""
+    jvm: Any = spark.sparkContext._jvm
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return _column(jvm.io.sluice.spark.JsonBytes.trailingColumn(_java(text), zone))
+
+
+def _java(column: Column) -> Any:
+    from pyspark.sql.classic.column import _to_java_column
+
+    return _to_java_column(column)
+
+
+def _column(java: Any) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(java)
+
+
+def _line_info(spark: SparkSession, before: dict[str, dict[int, int]]) -> Any:
+    """The helper jar's ``LineInfo`` (line numbers, blank and invalid UTF-8 flags) as a column
+    function ``(path, block start, bytes)``. Its text-after-the-JSON-value check is not used:
+    ``JsonBytes`` tells that while it parses."""
+    from pyspark.sql.classic.column import _to_seq
+
+    jvm: Any = spark.sparkContext._jvm
+    # stateful, so non-deterministic: evaluated once per row, in read order, where it stands
+    udf = jvm.io.sluice.spark.LineInfo.function(False, before)
+
+    def apply(*columns: Column) -> Column:
+        java = [_java(c) for c in columns]
+        return _column(udf.apply(_to_seq(spark.sparkContext, java)))
+
+    return apply
+
+
+def _lines_before(spark: SparkSession, texts: DataFrame) -> dict[str, dict[int, int]]:
+    """For each file Spark will read in several splits, the lines before each split start.
+
+    The splits are Spark's own, taken from the scan's physical plan (they depend on the
+    session's settings, the input's size and the cluster's cores). The files it splits are
+    counted in one job, in a clone of the session whose split size is pinned to the same
+    value, so that job's splits start at the same bytes and its reader gives each split the
+    same lines."""
+    jvm: Any = spark.sparkContext._jvm
+    plan = texts._jdf.queryExecution().executedPlan()
+    described = jvm.io.sluice.spark.TextSplits.describe(plan)
+    splits = [line.split("\t") for line in described.splitlines()]
+    starts: dict[str, set[int]] = {}
+    for path, start, _ in splits:
+        starts.setdefault(path, set()).add(int(start))
+    split = {path: s for path, s in starts.items() if len(s) > 1 or min(s) > 0}
+    if not split:
+        return {}
+    size = {int(length) for path, start, length in splits if path in split and int(start) == 0}
+    if len(size) != 1 or any(s % next(iter(size)) for ss in split.values() for s in ss):
+        raise RuntimeError(f"sluice: Spark split the input at uneven offsets: {sorted(split)}")
+    pinned = next(iter(size))
+    counting = _counting_session(spark)
+    with _COUNTING_LOCK:  # one pinned split size at a time on the shared clone
+        counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
+        counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
+        blocks = (
+            counting.read.option("lineSep", "\n")
+            .text(sorted(split))
+            .groupBy(
+                F.col("_metadata.file_path").alias("path"),
+                F.col("_metadata.file_block_start").alias("start"),
+            )
+            .count()
+            .collect()
+        )
+    counts: dict[str, list[tuple[int, int]]] = {}
+    for row in blocks:
+        counts.setdefault(row["path"], []).append((int(row["start"]), int(row["count"])))
+    return {
+        path: {s: sum(n for b, n in counts.get(path, []) if b < s) for s in ss if s > 0}
+        for path, ss in split.items()
+    }
+
+
+_COUNTING_LOCK = threading.Lock()
+
+
+def _counting_session(spark: SparkSession) -> SparkSession:
+    """A clone of ``spark`` (its settings, its own SQL conf) for the line-counting jobs, made
+    once per session: a new session per read might leave per-session state behind in a
+    long-running process."""
+    from pyspark.sql import SparkSession as Session
+
+    with _COUNTING_LOCK:
+        clone: SparkSession | None = getattr(spark, "_sluice_counting", None)
+        if clone is None:
+            clone = Session(spark.sparkContext, spark._jsparkSession.cloneSession())
+            spark._sluice_counting = clone  # type: ignore[attr-defined]
+        return clone
 
 
 def _typed(
@@ -191,29 +453,39 @@ def _typed(
     keep: tuple[str, ...] = (),
 ) -> DataFrame:
     """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
-    typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
-    checks = [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]
-    kinds = dict(schema)
-    for column in required:
-        checks.append(_null_check(column, kinds[column]))
-        checks.append(_type_check(column, kinds[column], typed[column]))
-    for column, kind in schema:
-        if column not in required:
-            checks.append(_type_check(column, kind, typed[column]))
+    values, error = _typed_columns(
+        schema, required, [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]
+    )
     return frame.select(
         F.lit("0").alias("_partition"),
         "_file",
         "_major",
         "_line",
         "_raw",
-        F.coalesce(*checks).alias("_error"),
-        *[typed[c].alias(c) for c, _ in schema],
+        error.alias("_error"),
+        *[values[c].alias(c) for c, _ in schema],
         *keep,
     )
 
 
-def _null_check(column: str, kind: str) -> Column:
-    raw = F.col(f"_j.`{column}`")
+def _typed_columns(
+    schema: Schema, required: tuple[str, ...], malformed: list[Column]
+) -> tuple[dict[str, Column], Column]:
+    """The schema columns cast from the text struct ``_j``, and the first problem found:
+    ``malformed`` (in order), then required fields, then the others in schema order."""
+    typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
+    checks = list(malformed)
+    kinds = dict(schema)
+    for column in required:
+        checks.append(_null_check(column, F.col(f"_j.`{column}`")))
+        checks.append(_type_check(column, kinds[column], typed[column]))
+    for column, kind in schema:
+        if column not in required:
+            checks.append(_type_check(column, kind, typed[column]))
+    return typed, F.coalesce(*checks)
+
+
+def _null_check(column: str, raw: Column) -> Column:
     return F.when(raw.isNull(), F.lit(f"missing_event_time: field '{column}' is absent or null"))
 
 
@@ -222,8 +494,28 @@ def _type_check(column: str, kind: str, typed: Column) -> Column:
 
 
 def _wrong_type(column: str, kind: str, text: Column, typed: Column) -> Column:
-    message = F.format_string(f"wrong_type: field '{column}' = %s is not a {kind}", text)
+    prefix = f"wrong_type: field '{column}' = %s is not a "
+    message = F.format_string(f"{prefix}{kind}", text)
+    if kind in _FINITE_KINDS:  # a number, but not a finite one (NaN, Infinity, 1e400)
+        number = text.try_cast(SPARK_TYPES[kind])
+        finite = F.format_string(f"{prefix}finite {kind}", text)
+        message = F.when(number.isNotNull(), finite).otherwise(message)
     return F.when(text.isNotNull() & typed.isNull(), message)
+
+
+def _timestamp_shape(text: Column) -> Column:
+    """``text.rlike(_TIMESTAMP_SHAPE)``, by the helper jar's ``TimestampShape`` (the same
+    answer off the UTF-8 bytes, without a regular expression)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    assert context is not None and context._jvm is not None
+    return _column(context._jvm.io.sluice.spark.TimestampShape.column(_java(text)))
+
+
+def _finite(number: Column) -> Column:
+    """False for NaN and ±Infinity, null for null."""
+    return ~F.isnan(number) & (F.abs(number) != F.lit(float("inf")))
 
 
 def _cast(raw: Column, kind: str) -> Column:
@@ -233,5 +525,8 @@ def _cast(raw: Column, kind: str) -> Column:
         lowered = F.lower(raw)
         return F.when(lowered == "true", True).when(lowered == "false", False)
     if kind == "timestamp":
-        return F.when(raw.rlike(_TIMESTAMP_SHAPE), raw.try_cast("timestamp"))
-    return raw.try_cast(SPARK_TYPES[kind])
+        return F.when(_timestamp_shape(raw), raw.try_cast("timestamp"))
+    number = raw.try_cast(SPARK_TYPES[kind])
+    if kind in _FINITE_KINDS:
+        return F.when(_finite(number), number)
+    return number

@@ -1,7 +1,8 @@
 """Read a YAML pipeline spec into a :class:`PipelineSpec`, reporting every problem at once.
 
 Every error names the file, the field and the fix. String values may use ``${VAR}`` or
-``${VAR:-default}`` to read the environment (so one spec serves laptop, CI and cluster).
+``${VAR:-default}`` to read the environment (so one spec serves laptop, CI and cluster); a
+default may itself read a variable: ``${SLUICE_DATA:-${SLUICE_DATA_ROOT:-data}/demo}``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from sluice.storage.s3options import S3Options
 __all__ = ["load_spec", "parse_spec"]
 
 NAME_RE = re.compile(r"^[a-z0-9_]+\Z")  # \Z: "$" would accept a trailing newline
-_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# The innermost ``${VAR}`` / ``${VAR:-default}``: its default holds no "${" and no braces.
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^${}]|\$(?!\{))*))?\}")
+_ENV_SLOT = re.compile("\0(\\d+)\0")
 _AGG_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
 _TOP = {
     "name",
@@ -107,7 +110,7 @@ _TABLE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
 # Any of these makes a pipeline stateful; without them it is stateless (docs/stateless.md).
 _STATEFUL = frozenset({"window", "aggregates", "emit", "process"})
-_CHECKPOINT = {"storage", "interval", "timeout", "retained"}
+_CHECKPOINT = {"storage", "interval", "timeout", "retained", "compact_every"}
 _S3 = {"endpoint_url", "region"}
 _RESTART = {"attempts", "delay", "max_delay", "multiplier"}
 
@@ -144,20 +147,42 @@ def _interpolate(value: Any, where: str, checker: _Checker) -> Any:
     if not isinstance(value, str):
         return value
 
+    # Innermost references first, each replaced by a slot ("\0<n>\0") so that a value read
+    # from the environment is never expanded again; a variable that is missing counts only if
+    # its slot survives (``${A:-${B}}`` with A set does not need B).
+    slots: list[str | None] = []
+    missing: dict[int, str] = {}
+
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
         if name in os.environ:
-            return os.environ[name]
-        if default is not None:
-            return default
-        checker.add(
-            where,
-            f"environment variable {name} is not set",
-            f"export {name}=... or write ${{{name}:-default}}",
-        )
-        return ""
+            slots.append(os.environ[name])
+        elif default is not None:
+            slots.append(default)
+        else:
+            missing[len(slots)] = name
+            slots.append(None)
+        return f"\0{len(slots) - 1}\0"
 
-    return _ENV_RE.sub(substitute, value)
+    text = value
+    while True:
+        expanded = _ENV_RE.sub(substitute, text)
+        if expanded == text:
+            break
+        text = expanded
+
+    def fill(match: re.Match[str]) -> str:
+        index = int(match.group(1))
+        if index in missing:
+            name = missing[index]
+            checker.add(
+                where,
+                f"environment variable {name} is not set",
+                f"export {name}=... or write ${{{name}:-default}}",
+            )
+        return _ENV_SLOT.sub(fill, slots[index] or "")
+
+    return _ENV_SLOT.sub(fill, text)
 
 
 class _Checker:
@@ -955,7 +980,8 @@ class _Checker:
         interval = self.duration(data, "interval", "checkpoint", default="1m", positive=True)
         timeout = self.duration(data, "timeout", "checkpoint", default="10m", positive=True)
         retained = self.positive_int(data, "retained", "checkpoint", 10) or 10
-        return CheckpointSpec(storage, interval, timeout, retained) if storage else None
+        every = self.positive_int(data, "compact_every", "checkpoint", 10) or 10
+        return CheckpointSpec(storage, interval, timeout, retained, every) if storage else None
 
     def qos(self, value: Any) -> int:
         if value not in (0, 1, 2) or isinstance(value, bool):

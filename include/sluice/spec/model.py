@@ -221,6 +221,8 @@ class CheckpointSpec:
     interval_us: int = 60_000_000
     timeout_us: int = 600_000_000
     retained: int = 10
+    # keyed state: a full base every this many deltas (sluice.state)
+    compact_every: int = 10
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ class PipelineSpec:
 
     @property
     def operator(self) -> Literal["windows", "process", "stateless"]:
-        """Which operator runs each epoch (:mod:`sluice.operator`)."""
+        """Which operator runs each epoch (:mod:`sluice.operators.registry`)."""
         if self.window is not None:
             return "windows"
         return "process" if self.process is not None else "stateless"

@@ -1,27 +1,3 @@
-"""Keyed event-time windows: watermarks, partial aggregates, one epoch's computation."""
-
-from sluice.windows.operator import (
-    EpochCounts,
-    EpochFrames,
-    InvalidExpression,
-    compute_epoch,
-    emitted_rows,
-    open_state,
-    state_columns,
-    window_keys,
-    window_output,
-)
-from sluice.windows.watermarks import WatermarkState
-
-__all__ = [
-    "EpochCounts",
-    "EpochFrames",
-    "InvalidExpression",
-    "WatermarkState",
-    "compute_epoch",
-    "emitted_rows",
-    "open_state",
-    "state_columns",
-    "window_keys",
-    "window_output",
-]
+"""Keyed event-time windows: one strategy per window kind (:mod:`sluice.windows.kinds`),
+mergeable partial aggregates (:mod:`sluice.windows.aggregates`) and the epoch
+(:mod:`sluice.windows.operator`)."""

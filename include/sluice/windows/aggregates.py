@@ -87,95 +87,109 @@ def partial_names(spec: PipelineSpec) -> list[str]:
 
 
 def _sum_type(types: dict[str, str], agg: AggregateSpec) -> str:
+    """The exact type of a sum's partial: from its input column, or (folding stored partials)
+    from the partial itself."""
     assert agg.column
-    return "bigint" if types[agg.column] in _INTEGRAL else EXACT_SUM
+    kind = types.get(agg.column) or types.get(_p(agg, "s"), EXACT_SUM)
+    return "bigint" if kind in _INTEGRAL else EXACT_SUM
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def partial_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
     """Aggregations of one epoch's accepted rows into partials.
 
     The rows carry ``_ts_us`` (event time), ``_epoch``, ``_major`` and ``_line`` (position).
-    ``types`` maps each input column to its Spark type (``DataFrame.dtypes``).
-    """
-    cols: list[Column] = []
+    ``types`` maps each input column to its Spark type (``DataFrame.dtypes``). Built as SQL
+    text: one Py4J call each (sluice.operators.sqltext)."""
+    return [F.expr(text) for text in partial_sql(spec, types)]
+
+
+def partial_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+    cols: list[str] = []
     for agg in spec.aggregates:
-        value = F.col(f"`{agg.column}`") if agg.column else None
+        value = _q(agg.column) if agg.column else None
         func = agg.func
         if func == "count":
-            cols.append((F.count(value) if value is not None else F.count("*")).alias(_p(agg, "n")))
+            cols.append(f"count({value or 1}) AS {_q(_p(agg, 'n'))}")
             continue
         assert value is not None and agg.column
         if func in ("sum", "avg"):
-            cols.append(F.sum(value.cast(_sum_type(types, agg))).alias(_p(agg, "s")))
-            cols.append(F.count(value).alias(_p(agg, "n")))
+            cols.append(f"sum(CAST({value} AS {_sum_type(types, agg)})) AS {_q(_p(agg, 's'))}")
+            cols.append(f"count({value}) AS {_q(_p(agg, 'n'))}")
         elif func in ("min", "max"):
-            cols.append((F.min if func == "min" else F.max)(value).alias(_p(agg, "m")))
+            cols.append(f"{func}({value}) AS {_q(_p(agg, 'm'))}")
         elif func == "count_distinct":
-            cols.append(F.array_sort(F.collect_set(value)).alias(_p(agg, "d")))
+            cols.append(f"array_sort(collect_set({value})) AS {_q(_p(agg, 'd'))}")
         elif func == "approx_count_distinct":
             native = types[agg.column] in _HLL_NATIVE
-            cols.append(
-                F.hll_sketch_agg(value if native else value.cast("string"), HLL_LG_K).alias(
-                    _p(agg, "h")
-                )
-            )
+            arg = value if native else f"CAST({value} AS STRING)"
+            cols.append(f"hll_sketch_agg({arg}, {HLL_LG_K}) AS {_q(_p(agg, 'h'))}")
         else:  # first / last
-            ranked = F.struct(
-                F.col("_ts_us").alias("t"),
-                F.col("_epoch").alias("e"),
-                F.col("_major").alias("f"),
-                F.col("_line").alias("l"),
-                value.alias("v"),
+            ranked = (
+                f"named_struct('t', _ts_us, 'e', _epoch, 'f', _major, 'l', _line, 'v', {value})"
             )
-            cols.append((F.min if func == "first" else F.max)(ranked).alias(_p(agg, "r")))
+            pick = "min" if func == "first" else "max"
+            cols.append(f"{pick}({ranked}) AS {_q(_p(agg, 'r'))}")
     return cols
 
 
 def merge_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
     """Aggregations that merge partial rows (from state and from the epoch) into one."""
-    cols: list[Column] = []
+    return [F.expr(text) for text in merge_sql(spec, types)]
+
+
+def merge_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+    cols: list[str] = []
     for agg in spec.aggregates:
         func = agg.func
         if func in ("count", "sum", "avg"):
-            cols.append(F.sum(_p(agg, "n")).alias(_p(agg, "n")))
+            name = _q(_p(agg, "n"))
+            cols.append(f"sum({name}) AS {name}")
         if func in ("sum", "avg"):
-            cols.append(F.sum(_p(agg, "s")).cast(_sum_type(types, agg)).alias(_p(agg, "s")))
+            name = _q(_p(agg, "s"))
+            cols.append(f"CAST(sum({name}) AS {_sum_type(types, agg)}) AS {name}")
         elif func in ("min", "first"):
-            name = _p(agg, "m" if func == "min" else "r")
-            cols.append(F.min(name).alias(name))
+            name = _q(_p(agg, "m" if func == "min" else "r"))
+            cols.append(f"min({name}) AS {name}")
         elif func in ("max", "last"):
-            name = _p(agg, "m" if func == "max" else "r")
-            cols.append(F.max(name).alias(name))
+            name = _q(_p(agg, "m" if func == "max" else "r"))
+            cols.append(f"max({name}) AS {name}")
         elif func == "count_distinct":
-            name = _p(agg, "d")
-            cols.append(F.array_sort(F.array_distinct(F.flatten(F.collect_list(name)))).alias(name))
+            name = _q(_p(agg, "d"))
+            cols.append(f"array_sort(array_distinct(flatten(collect_list({name})))) AS {name}")
         elif func == "approx_count_distinct":
-            name = _p(agg, "h")
-            cols.append(F.hll_union_agg(name).alias(name))
+            name = _q(_p(agg, "h"))
+            cols.append(f"hll_union_agg({name}) AS {name}")
     return cols
 
 
 def finalize_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
     """The user-facing aggregate columns, named as in the spec (SQL null semantics)."""
-    cols: list[Column] = []
+    return [F.expr(text) for text in finalize_sql(spec, types)]
+
+
+def finalize_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+    cols: list[str] = []
     for agg in spec.aggregates:
         func = agg.func
+        n, s = _q(_p(agg, "n")), _q(_p(agg, "s"))
         if func == "count":
-            out = F.col(_p(agg, "n"))
-        elif func in ("sum", "avg"):
-            n, s = F.col(_p(agg, "n")), F.col(_p(agg, "s"))
-            if func == "avg":
-                out = F.when(n > 0, s.cast("double") / n)
-            else:
-                integral = _sum_type(types, agg) == "bigint"
-                out = F.when(n > 0, s.cast("bigint" if integral else "double"))
+            out = n
+        elif func == "avg":
+            out = f"CASE WHEN {n} > 0 THEN CAST({s} AS DOUBLE) / {n} END"
+        elif func == "sum":
+            integral = _sum_type(types, agg) == "bigint"
+            out = f"CASE WHEN {n} > 0 THEN CAST({s} AS {'BIGINT' if integral else 'DOUBLE'}) END"
         elif func in ("min", "max"):
-            out = F.col(_p(agg, "m"))
+            out = _q(_p(agg, "m"))
         elif func == "count_distinct":
-            out = F.size(_p(agg, "d")).cast("bigint")
+            out = f"CAST(size({_q(_p(agg, 'd'))}) AS BIGINT)"
         elif func == "approx_count_distinct":
-            out = F.coalesce(F.hll_sketch_estimate(_p(agg, "h")), F.lit(0)).cast("bigint")
+            out = f"CAST(coalesce(hll_sketch_estimate({_q(_p(agg, 'h'))}), 0) AS BIGINT)"
         else:
-            out = F.col(_p(agg, "r")).getField("v")
-        cols.append(out.alias(agg.name))
+            out = f"{_q(_p(agg, 'r'))}.v"
+        cols.append(f"{out} AS {_q(agg.name)}")
     return cols

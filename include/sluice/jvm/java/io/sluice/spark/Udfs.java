@@ -1,0 +1,30 @@
+package io.sluice.spark;
+
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataTypes;
+
+/**
+ * The UDFs as columns, built here rather than from Python: {@code functions.udf} is
+ * overloaded for every arity and for untyped Scala functions, and Py4J's choice between
+ * the overloads is not stable; here the compiler chooses. Each call is one Py4J call.
+ */
+public final class Udfs {
+  private Udfs() {}
+
+  public static Column positionMax(
+      RunLedger ledger, Column partition, Column major, Column line, Column ts) {
+    UserDefinedFunction udf =
+        functions.udf(new PositionMax(ledger), DataTypes.LongType).asNondeterministic();
+    return udf.apply(partition, major, line, ts);
+  }
+
+  public static Column classTally(
+      RunLedger ledger, Column partition, Column major, Column code, Column extra,
+      Column anchor) {
+    UserDefinedFunction udf =
+        functions.udf(new ClassTally(ledger), DataTypes.IntegerType).asNondeterministic();
+    return udf.apply(partition, major, code, extra, anchor);
+  }
+}

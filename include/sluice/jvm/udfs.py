@@ -1,0 +1,137 @@
+"""The helper jar's UDFs as PySpark columns, and its ledgers as Python values.
+
+Each call builds a new UDF object on the driver: Spark serializes it into every task, so each
+task works on its own copy (their state is per task) and reports into the ledger passed in,
+a Spark accumulator registered here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sluice.exceptions import SluiceError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+__all__ = [
+    "Ledger",
+    "LedgerRow",
+    "class_tally",
+    "counted",
+    "counting",
+    "new_ledger",
+    "position_max",
+]
+
+
+class HelperClassesMissing(SluiceError):
+    """The Spark session was started without Sluice's helper jar."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this Spark session cannot load Sluice's helper classes (io.sluice.spark): start it "
+            "with sluice.spark.spark_session(), or add the jars of sluice.spark.engine_jars() "
+            "to spark.jars / spark-submit --jars"
+        )
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One run's slots: ``(partition, major, split)`` and the values. ``split`` is the file
+    split's byte offset, or the task's partition number for sources that are not files."""
+
+    partition: str
+    major: int
+    split: int
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A :class:`io.sluice.spark.RunLedger` registered with the SparkContext."""
+
+    java: Any
+
+    def rows(self) -> list[LedgerRow]:
+        """Every run reported so far (one Py4J call)."""
+        found = []
+        for line in str(self.java.dump()).splitlines():
+            key, *values = line.split("\t")
+            partition, major, split = key.split("\u0001")
+            found.append(LedgerRow(partition, int(major), int(split), tuple(map(int, values))))
+        return found
+
+
+def _jvm(spark: SparkSession) -> Any:
+    jvm: Any = spark.sparkContext._jvm
+    from py4j.java_gateway import JavaClass
+
+    if not isinstance(jvm.io.sluice.spark.RunLedger, JavaClass):
+        raise HelperClassesMissing()
+    return jvm
+
+
+def new_ledger(spark: SparkSession, kind: str) -> Ledger:
+    """A ledger for the UDF class ``kind`` (``PositionMax`` or ``ClassTally``)."""
+    jvm = _jvm(spark)
+    java = getattr(jvm.io.sluice.spark, kind).newLedger()
+    spark.sparkContext._jsc.sc().register(java, f"sluice-{kind}")
+    return Ledger(java)
+
+
+def _column(spark: SparkSession, column: Column | str) -> Any:
+    from pyspark.sql.classic.column import _to_java_column
+
+    return _to_java_column(column)
+
+
+def _wrap(java: Any) -> Column:
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(java)
+
+
+def position_max(
+    spark: SparkSession, ledger: Ledger, partition: Column | str, major: Column | str,
+    line: Column | str, ts: Column | str,
+) -> Column:  # fmt: skip
+    """The largest ``ts`` of the earlier rows of the same run (``io.sluice.spark.PositionMax``)."""
+    args = [_column(spark, c) for c in (partition, major, line, ts)]
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.positionMax(ledger.java, *args))
+
+
+def class_tally(
+    spark: SparkSession, ledger: Ledger, partition: Column | str, major: Column | str,
+    code: Column | str, extra: Column | str, anchor: Column | str | None = None,
+) -> Column:  # fmt: skip
+    """``code`` as is, counted per run and class (``io.sluice.spark.ClassTally``).
+    ``anchor``: a (long) column Spark must evaluate for every counted row."""
+    from pyspark.sql import functions as F
+
+    anchored = anchor if anchor is not None else F.lit(None).cast("long")
+    args = [_column(spark, c) for c in (partition, major, code, extra, anchored)]
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.classTally(ledger.java, *args))
+
+
+def counting(
+    spark: SparkSession, frame: Any, label: str, code: Column | None = None
+) -> tuple[Any, Ledger]:
+    """``frame`` with every row counted as Spark produces it (per ``code``, default 0), for
+    a write to report how many rows it wrote without a job of its own: a filter that is
+    always true, but that Spark cannot drop or move (the UDF is not deterministic)."""
+    from pyspark.sql import functions as F
+
+    ledger = new_ledger(spark, "ClassTally")
+    tallied = class_tally(spark, ledger, F.lit(label), F.lit(0), code if code is not None
+                          else F.lit(0), F.lit(0))  # fmt: skip
+    return frame.where(tallied >= F.lit(0)), ledger
+
+
+def counted(ledger: Ledger, code: int | None = None) -> int:
+    """Rows a :func:`counting` frame produced (of ``code``, or all)."""
+    total = 0
+    for row in ledger.rows():
+        total += sum(row.slots[:5]) if code is None else row.slots[code]
+    return total

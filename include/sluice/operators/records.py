@@ -1,0 +1,298 @@
+"""One epoch's records, classified in the pass that reads them: the part every operator shares.
+
+1. derive the ``select:`` columns and ``filter:`` (an expression that raises makes the record a
+   dead letter, see :mod:`sluice.operators.expressions`);
+2. take each valid record's event time ``_ts_us`` and its watermark at its position ``_wm``:
+   ``PositionMax`` keeps the running maximum of the run a task reads (no sort), on top of a
+   lower bound for what came before the run (:mod:`sluice.operators.watermarks`);
+3. classify — dead letter, filtered, late (by the operator's :class:`Lateness`) or accepted —
+   and count each class per run as the rows go by (``ClassTally``).
+
+Nothing runs here: the operator's own action runs the pass, then :meth:`Classification.facts`
+reads the two ledgers (counts, per-partition maxima) and checks that the bounds the pass took
+could not have changed a class (:func:`~sluice.operators.watermarks.verify_runs`); when they
+could have, the operator classifies again with :data:`EXACT` watermarks (a window function
+over each partition in position order: slower, always right).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from sluice.jvm.udfs import Ledger, class_tally, new_ledger, position_max
+from sluice.operators.base import (
+    ACCEPTED,
+    DEAD,
+    FILTERED,
+    LATE,
+    POSITION,
+    EpochCounts,
+    EpochInput,
+    InvalidExpression,
+    quoted,
+)
+from sluice.operators.expressions import failure_reason, guarded
+from sluice.operators.sqltext import Sql, lit, when
+from sluice.operators.watermarks import Run, WatermarkState, verify_runs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame
+
+    from sluice.spec.model import PipelineSpec
+
+__all__ = [
+    "EXACT",
+    "SCAN",
+    "Classification",
+    "Lateness",
+    "PassFacts",
+    "classify",
+    "dead_rows",
+    "derive",
+    "with_records",
+]
+
+SCAN, EXACT = "scan", "exact"
+
+
+class Lateness(Protocol):
+    """An operator's lateness rule, one definition for every path: the pass's Spark columns
+    and the driver's integer check both come from it."""
+
+    def late(self, ts: Sql, wm: Sql) -> Sql:
+        """True for a record every window of which closed at its position."""
+        ...
+
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        """How many late-records rows the record gives (the windows it missed)."""
+        ...
+
+    def first_close(self, ts: int) -> int:
+        """The smallest position watermark at which a window of a record at ``ts`` closes
+        for it; monotone in ``ts``."""
+        ...
+
+
+@dataclass(frozen=True)
+class PassFacts:
+    counts: EpochCounts
+    watermark: WatermarkState  # W_{k+1} per partition
+    after_us: int | None  # the global watermark after the epoch (idle rule applied)
+    exact: bool  # False: some record may have its class from a too-low bound (classify again)
+
+
+@dataclass
+class Classification:
+    """The epoch's records with ``_class``, ``_ts_us``, ``_wm`` and ``_epoch`` (lazy).
+
+    ``frame`` holds only the columns the operator asked for; ``records`` is every record with
+    every column (lazy, never cached: read again only for the rows that go to the late and
+    dead-letter sinks, when there are any)."""
+
+    frame: DataFrame
+    records: DataFrame
+    types: dict[str, str]  # column -> Spark type of the derived records
+    mode: str
+    carried: WatermarkState
+    spec: PipelineSpec
+    waiting: tuple[str, ...]
+    before_us: int | None  # the global watermark the epoch started from
+    used: Callable[[str, int], int | None]  # the bound the pass took before each run
+    lateness: Lateness | None
+    positions: Ledger
+    tally: Ledger
+
+    def facts(self) -> PassFacts:
+        """Counts and watermarks from the ledgers: call after an action ran the pass."""
+        runs = [
+            Run(r.partition, r.major, r.split, r.slots[0], r.slots[1],
+                r.slots[2] if r.slots[4] else None, r.slots[3] if r.slots[4] else None)
+            for r in self.positions.rows()
+        ]  # fmt: skip
+        et = self.spec.event_time
+        maxima = [(r.partition, r.high) for r in runs if r.high is not None]
+        watermark = self.carried.advanced(maxima, self.waiting)
+        after = watermark.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+        exact = self.mode == EXACT or not verify_runs(
+            self.carried, runs, self.used, et.max_out_of_orderness_us, self.before_us,
+            None if self.lateness is None else self.lateness.first_close,
+        )  # fmt: skip
+        return PassFacts(self._counts(), watermark, after, exact)
+
+    def _counts(self) -> EpochCounts:
+        slots = [0] * 6
+        for row in self.tally.rows():
+            slots = [a + b for a, b in zip(slots, row.slots, strict=True)]
+        accepted, late, dead, filtered = (slots[c] for c in (ACCEPTED, LATE, DEAD, FILTERED))
+        read = accepted + late + dead + filtered
+        return EpochCounts(read, accepted, late, dead, filtered, slots[5])
+
+
+def classify(
+    inp: EpochInput,
+    lateness: Lateness | None,
+    columns: tuple[str, ...] | None = None,
+    *,
+    mode: str = SCAN,
+) -> Classification:
+    """Derive, time and classify one epoch's records (see the module docstring).
+
+    ``lateness`` None: no record is late. ``columns``: the record columns the operator reads
+    (None: all but ``_raw`` / ``_file``); Spark then reads and shuffles only those."""
+    spark, spec = inp.spark, inp.spec
+    et = spec.event_time
+    derived = derive(inp.records, spec)  # a record whose expression raised moves no watermark
+    if columns is None:
+        dropped = (*POSITION, "_raw", "_error", "_file")
+        columns = tuple(c for c in derived.columns if c not in dropped)
+    wanted = list(dict.fromkeys((*POSITION, "_error", et.column, *columns, "_keep")))
+    ts = f"CASE WHEN _error IS NULL THEN unix_micros({quoted(et.column)}) END AS _ts_us"
+    frame = derived.selectExpr(*[quoted(c) for c in wanted], ts)
+    positions, tally = new_ledger(spark, "PositionMax"), new_ledger(spark, "ClassTally")
+    before_us = inp.carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    used = _bounds(inp)
+    # the running maximum of the run; in EXACT mode only its ledger is used (the new maximum
+    # of each partition), and the tally below anchors it so Spark cannot drop it
+    frame = frame.withColumn(
+        "_pm", position_max(spark, positions, "_partition", "_major", "_line", "_ts_us")
+    )
+    if mode == SCAN:
+        prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
+    else:
+        prefix = _exact_prefix(inp.carried)
+    wm = f"{prefix} - {et.max_out_of_orderness_us}"
+    if before_us is not None:
+        wm = f"greatest({wm}, {before_us}L)"
+    frame = frame.selectExpr("*", f"{wm} AS _wm")
+    branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
+    missed: Sql | int = 0
+    if lateness is not None:
+        branches.append((WM.not_null() & lateness.late(TS, WM), LATE))
+        missed = Sql(f"CAST(coalesce({lateness.missed(TS, WM)}, 0) AS INT)")
+    kind = when(*branches, otherwise=ACCEPTED)
+    extra = when((Sql(f"_kind <= {LATE}"), missed), otherwise=0)
+    frame = frame.selectExpr("*", f"{kind} AS _kind", f"{extra} AS _extra")
+    tallied = class_tally(spark, tally, "_partition", "_major", "_kind", "_extra", "_pm")
+    frame = frame.withColumn("_class", tallied).drop("_pm", "_kind", "_extra")
+    frame = frame.selectExpr("*", f"{inp.epoch}L AS _epoch")
+    types = dict(frame.dtypes)
+    return Classification(
+        frame, derived, types, mode, inp.carried, spec, inp.waiting, before_us, used,
+        lateness, positions, tally,
+    )  # fmt: skip
+
+
+TS, WM = Sql("_ts_us"), Sql("_wm")
+
+
+def _bounds(inp: EpochInput) -> Callable[[str, int], int | None]:
+    """The lower bound the pass takes for the largest event time before a run of
+    ``(partition, major)``: the checkpoint's maximum, or a hint (Parquet footers) when one
+    is larger."""
+    carried, hints = inp.carried.max_event_time_us, inp.before_hints
+
+    def used(partition: str, major: int) -> int | None:
+        values = [
+            v for v in (carried.get(partition), hints.get((partition, major))) if v is not None
+        ]
+        return max(values) if values else None
+
+    return used
+
+
+def _bound_sql(inp: EpochInput, used: Callable[[str, int], int | None]) -> str:
+    """:func:`_bounds` as SQL: per major when the hints name every major of the epoch
+    (files), else per partition."""
+    carried = inp.carried.max_event_time_us
+    partition_of = {m: p for p, m in inp.before_hints}
+    if partition_of and sorted(partition_of) == list(range(len(partition_of))):
+        values = [used(partition_of[m], m) for m in range(len(partition_of))]
+        table = ", ".join("CAST(NULL AS BIGINT)" if v is None else f"{v}L" for v in values)
+        return f"element_at(array({table}), _major + 1)"
+    return _per_partition(carried)
+
+
+def _per_partition(values: dict[str, int]) -> str:
+    if not values:
+        return "CAST(NULL AS BIGINT)"
+    pairs = ", ".join(f"{lit(p)}, {v}L" for p, v in sorted(values.items()))
+    return f"try_element_at(map({pairs}), _partition)"
+
+
+def _exact_prefix(carried: WatermarkState) -> str:
+    """The largest valid event time before each record in its partition, with a window
+    function over the whole partition in position order (the slow, always-exact path)."""
+    within = (
+        "max(_ts_us) OVER (PARTITION BY _partition ORDER BY _major, _line "
+        "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+    )
+    if not carried.max_event_time_us:
+        return within
+    return f"greatest({_per_partition(carried.max_event_time_us)}, {within})"
+
+
+def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The ``select:`` columns, then ``_keep`` from ``filter:``. Each expression runs only on
+    records without an ``_error`` so far; one that raises gives the record its ``_error``
+    (a dead letter naming the field) instead of failing the epoch."""
+    frame = records
+    for name, expression in spec.select:
+        frame = _evaluate(frame, spec, f"select.{name}", expression, name)
+    if not spec.filter:
+        return frame.selectExpr("*", "true AS _keep")
+    frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
+    return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
+
+
+def _evaluate(
+    frame: DataFrame, spec: PipelineSpec, field: str, expression: str, into: str
+) -> DataFrame:
+    try:  # ParseException is an AnalysisException too
+        tried = guarded(frame.sparkSession, F.expr(expression), spec.name)
+        frame = frame.withColumn("_g", F.when(F.col("_error").isNull(), tried))
+    except AnalysisException as exc:
+        raise InvalidExpression(spec.name, field, expression, str(exc)) from exc
+    raised = F.col("_error").isNull() & F.col("_g").isNull()
+    return (
+        frame.withColumn(
+            "_error",
+            F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.col("_error")),
+        )
+        .withColumn(into, F.col("_g.v"))
+        .drop("_g")
+    )
+
+
+def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
+    """The dead-letter rows of ``records`` (every column): those with an ``_error``, which
+    are dead before anything else."""
+    code_and_reason = F.split(F.col("_error"), ": ", 2)
+    return records.where(F.col("_error").isNotNull()).select(
+        F.lit(spec.name).alias("pipeline"),
+        F.lit(epoch).cast("long").alias("epoch"),
+        F.lit(source).alias("source"),
+        F.col("_file").alias("file"),
+        F.col("_line").alias("line"),
+        F.coalesce("_raw", _row_json(spec)).alias("raw"),
+        code_and_reason.getItem(0).alias("reason_code"),
+        code_and_reason.getItem(1).alias("reason"),
+    )
+
+
+def _row_json(spec: PipelineSpec) -> Column:
+    """A record's schema columns as JSON: the ``raw`` of a dead letter whose source gave no
+    text (a well-typed Parquet row, a generated event)."""
+    return F.to_json(F.struct(*[F.col(quoted(c)) for c, _ in spec.source.schema]))
+
+
+def with_records(rows: DataFrame, records: DataFrame) -> DataFrame:
+    """``rows`` (with :data:`POSITION`) joined with every column of their records."""
+    extra = [c for c in records.columns if c not in rows.columns or c in POSITION]
+    return rows.join(records.select(*[F.col(quoted(c)) for c in extra]), list(POSITION))
