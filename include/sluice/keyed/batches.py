@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from sluice.keyed.runner import KeyedFunctionError, KeyedProgram
+from sluice.keyed.runner import KeyedFunctionError, KeyedProgram, frame_slice
 
 if TYPE_CHECKING:
     import numpy as np
@@ -120,7 +120,7 @@ class KeyBatches:
             user_keys, lows.tolist(), highs.tolist(), has_state.tolist(), row_at, strict=True
         ):
             if hi > lo:
-                records_of_key = frame.iloc[lo:hi].reset_index(drop=True)
+                records_of_key = frame_slice(frame, lo, hi)
                 for column, values in nullable:
                     piece = values.slice(lo, hi - lo)
                     if not piece.null_count:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sluice.keyed.state import StateHandle
@@ -35,8 +36,6 @@ def to_micros(when: Any) -> int:
         return int(when.value) // 1000
     if isinstance(when, datetime):
         if when.tzinfo is None:
-            from datetime import UTC
-
             when = when.replace(tzinfo=UTC)
         delta = when - datetime(1970, 1, 1, tzinfo=when.tzinfo)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
@@ -48,7 +47,25 @@ def _timestamp(us: int | None) -> Any:
         return None
     import pandas as pd
 
-    return pd.Timestamp(us * 1000, tz="UTC")
+    return pd.Timestamp(us * 1000, tz=UTC)  # a tz object: a string is parsed every time
+
+
+@lru_cache(maxsize=64)
+def _row_type(columns: tuple[str, ...]) -> Any:
+    """The namedtuple ``DataFrame.itertuples(index=False)`` makes for ``columns`` (made once:
+    building the class is most of what itertuples costs for a few rows)."""
+    from collections import namedtuple
+
+    return namedtuple("Pandas", columns, rename=True)
+
+
+def _itertuples(records: Any) -> Iterator[Any]:
+    """``records.itertuples(index=False)``, the same values, without its per-call costs."""
+    columns = tuple(records.columns)
+    arrays = [records._ixs(k, axis=1) for k in range(len(columns))]
+    if len(columns) >= 255:  # itertuples' own rule (index=False): plain tuples
+        return zip(*arrays)
+    return map(_row_type(columns)._make, zip(*arrays))
 
 
 class Timers:
@@ -133,7 +150,7 @@ class KeyedContext:
         times, marks = self._times
         if len(records) != len(times):
             raise ValueError("ctx.each() takes the records the function was called with")
-        for n, row in enumerate(records.itertuples(index=False)):
+        for n, row in enumerate(_itertuples(records)):
             mark = int(marks[n])
             watermark = None if mark == NO_WATERMARK else mark
             if self._fire is not None:
