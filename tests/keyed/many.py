@@ -30,7 +30,9 @@ def process(ctx: Any, records: Any) -> Iterator[dict[str, Any]]:
         ctx.timers.register(us // PERIOD_US * PERIOD_US + TIMER_AT_US)
         yield {
             "key": repr(ctx.key), "kind": "record", "value": value, "count": seen,
-            "values": ",".join(map(str, values.get())), "dtype": dtype, "at": None,
+            "values": ",".join(map(str, values.get())),
+            "dtype": f"{dtype}/{type(r.value).__name__}",  # the frame's and the row's
+            "at": None,
         }  # fmt: skip
 
 

@@ -166,9 +166,10 @@ def test_key_batches_equal_a_per_key_run_however_the_batches_are_cut(seed: int) 
     expected = _per_key(program, table)
     assert None in expected and len(expected) > 25
     assert any(r[-1] for r in expected.values())  # timers fired
-    assert {"int64", "float64"} <= {
+    # keys with and without null values; ctx.each's rows hold the frame's Python values
+    assert {"int64/int", "float64/float"} <= {
         o["dtype"] for r in expected.values() for o in r[-3] if o["dtype"]
-    }  # keys with and without null values
+    }
     n = table.num_rows
     splits = [[*range(size, n, size)] for size in (1, 2, 3, 5, 16, n)]
     rnd = random.Random(seed)
@@ -245,7 +246,7 @@ def _reference(epochs: list[list[dict[str, Any]]], keys: list[str]) -> Counter[t
             counts[key] += 1
             if ev["value"] is not None:
                 values.setdefault(key, []).append(ev["value"])
-            dtype = "float64" if key in nulls else "int64"
+            dtype = "float64/float" if key in nulls else "int64/int"
             joined = ",".join(map(str, values.get(key, [])))
             out[(repr(key), "record", ev["value"], counts[key], joined, dtype, None)] += 1
     return out

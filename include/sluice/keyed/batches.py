@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from sluice.keyed.context import row_tuples
 from sluice.keyed.runner import KeyedFunctionError, KeyedProgram, frame_slice
 
 if TYPE_CHECKING:
@@ -113,22 +114,43 @@ class KeyBatches:
                 key_values[0] if len(key_values) == 1 else zip(*key_values, strict=True)
             )
         no_records = frame.iloc[0:0]  # for keys with state only (the function is not called)
+        names = tuple(frame.columns)
+        values: list[list[Any]] = []  # each column's Python values, made on first use
+
+        def tuples_of(own: Any, lo: int, hi: int, replaced: tuple[str, ...]) -> Any:
+            """The rows ``ctx.each`` yields for records ``lo:hi`` (``own``: the key's frame,
+            whose ``replaced`` columns have the key's own dtype)."""
+
+            def make() -> list[Any]:
+                if not values:
+                    values.extend(frame._ixs(k, axis=1).tolist() for k in range(len(names)))
+                arrays = [
+                    own[c].tolist() if c in replaced else column[lo:hi]
+                    for c, column in zip(names, values, strict=True)
+                ]
+                return list(row_tuples(names, arrays))
+
+            return make
         row_at = before[starts].tolist()  # the key's state row (if it has one) in rows
         states: dict[str, list[Any]] = {c: [] for c in self.state_arrow}
         out, alive, fired = [], [], []
         for key, lo, hi, stated, at in zip(
             user_keys, lows.tolist(), highs.tolist(), has_state.tolist(), row_at, strict=True
         ):
+            tuples = None
             if hi > lo:
                 records_of_key = frame_slice(frame, lo, hi)
-                for column, values in nullable:
-                    piece = values.slice(lo, hi - lo)
+                replaced = []
+                for column, arrow_values in nullable:
+                    piece = arrow_values.slice(lo, hi - lo)
                     if not piece.null_count:
                         records_of_key[column] = piece.to_numpy(zero_copy_only=False)
+                        replaced.append(column)
+                tuples = tuples_of(records_of_key, lo, hi, tuple(replaced))
             else:
                 records_of_key = no_records
             row = rows[at] if stated else None
-            result = program.run_frame(key, records_of_key, ts[lo:hi], wm[lo:hi], row)
+            result = program.run_frame(key, records_of_key, ts[lo:hi], wm[lo:hi], row, tuples)
             state = result.state or {}
             for column, values_of in states.items():
                 values_of.append(state.get(column))

@@ -94,14 +94,22 @@ class KeyedProgram:
         return run.finish()
 
     def run_frame(
-        self, key: Any, records: Any, ts: Any, wm: Any, state_row: Mapping[str, Any] | None
+        self,
+        key: Any,
+        records: Any,
+        ts: Any,
+        wm: Any,
+        state_row: Mapping[str, Any] | None,
+        tuples: Callable[[], list[Any]] | None = None,
     ) -> KeyResult:
         """:meth:`run_key` for records already in the function's shape: ``records`` holds
         exactly :attr:`columns` with the index 0..n-1 and is the key's own (a run without
         timer firings in between passes it to the function as it is); ``ts`` and ``wm``
-        are its event times and position watermarks as int64 numpy arrays."""
+        are its event times and position watermarks as int64 numpy arrays. ``tuples``, when
+        given, makes the rows ``ctx.each(records)`` yields (what ``records.itertuples
+        (index=False)`` gives, built from the whole batch's columns at once)."""
         run = _KeyRun(self, key, state_row or {})
-        run.walk(records, ts, wm, exact=True)
+        run.walk(records, ts, wm, exact=True, tuples=tuples)
         return run.finish()
 
 
@@ -118,6 +126,10 @@ def frame_slice(frame: Any, lo: int, hi: int) -> Any:
     return part
 
 
+def _sliced(tuples: Callable[[], list[Any]], i: int, j: int) -> Callable[[], list[Any]]:
+    return lambda: tuples()[i:j]
+
+
 class _KeyRun:
     def __init__(self, program: KeyedProgram, key: Any, row: Mapping[str, Any]) -> None:
         self.p = program
@@ -132,7 +144,15 @@ class _KeyRun:
             s.name: _handle(s, self.ctx, row, reducers.get(s.name)) for s in program.states
         }
 
-    def walk(self, records: Any, ts: Any, wm: Any, *, exact: bool) -> None:
+    def walk(
+        self,
+        records: Any,
+        ts: Any,
+        wm: Any,
+        *,
+        exact: bool,
+        tuples: Callable[[], list[Any]] | None = None,
+    ) -> None:
         """``ts``, ``wm``: int64 arrays (``wm`` NO_WATERMARK: none yet); ``exact``: the frame
         has just the function's columns, index 0..n-1, and is this key's own."""
         import numpy as np
@@ -155,6 +175,8 @@ class _KeyRun:
             else:
                 batch = frame_slice(records, i, j)
             self.ctx._times = (ts[i:j], wm[i:j])
+            if tuples is not None:
+                self.ctx._tuples = (batch, _sliced(tuples, i, j))
             self.collect(self.p.function_ref, partial(self.p.function, self.ctx, batch))
             i = j
         self.fire_due(self.p.end_watermark_us)
