@@ -131,6 +131,7 @@ class KeyBatches:
                 return list(row_tuples(names, arrays))
 
             return make
+
         row_at = before[starts].tolist()  # the key's state row (if it has one) in rows
         states: dict[str, list[Any]] = {c: [] for c in self.state_arrow}
         out, alive, fired = [], [], []

@@ -69,8 +69,8 @@ def row_tuples(columns: tuple[str, ...], arrays: list[Any]) -> Iterator[Any]:
     """The rows ``itertuples(index=False)`` makes of a frame with these columns, whose
     values (iterated, or ``Series.tolist()``: the same Python values) are ``arrays``."""
     if len(columns) >= 255:  # itertuples' own rule (index=False): plain tuples
-        return zip(*arrays)
-    return map(_row_type(columns)._make, zip(*arrays))
+        return zip(*arrays, strict=True)
+    return map(_row_type(columns)._make, zip(*arrays, strict=True))
 
 
 class Timers:
