@@ -10,12 +10,15 @@ over ``--keys`` keys, event time advancing one second per ``keys / 20`` records)
 * ``process (each)``: a process function iterating ``ctx.each`` record by record, window
   partials in a MapState, one timer per window end;
 * ``process (vectorised)``: the same function computing the epoch's partials with pandas
-  ``groupby`` instead of a Python loop over records.
+  ``groupby`` instead of a Python loop over records;
+* ``process (engine only)``: a function that only counts each key's records into its
+  MapState (no timers, no output): what is left is the engine's cost per key (shuffle, the
+  records to pandas, the state in and out), whatever a function does.
 
 Each runs ``--epochs`` epochs of equal size in one local[2] Spark session (a warm-up run on a
 small input first). Prints a markdown table (and writes bench/results/keyed_state.md) with the
-median process-step seconds per epoch, records/s, and the output rows (equal across the three:
-checked before the times count).
+median process-step seconds per epoch (wall and CPU) and per key with records, records/s,
+and the output rows (equal across the first three: checked before the times count).
 """
 
 from __future__ import annotations
@@ -60,6 +63,11 @@ def vectorised(ctx, records):
         ctx.timers.register(int(start) + MINUTE)
 
 
+def engine_only(ctx, records):
+    windows = ctx.state("windows")
+    windows.put(0, {"c": (windows.get(0) or {"c": 0})["c"] + len(records), "s": 0})
+
+
 def fire(ctx, when):
     windows = ctx.state("windows")
     start = when.value // 1000 - MINUTE
@@ -68,6 +76,13 @@ def fire(ctx, when):
     yield {"user": ctx.key, "window_start": pd.Timestamp(start * 1000, tz="UTC"),
            "clicks": w["c"], "total": w["s"]}
 """
+
+
+PROCESS = {
+    "process (each)": "each",
+    "process (vectorised)": "vectorised",
+    "process (engine only)": "engine_only",
+}
 
 
 def main() -> int:
@@ -80,27 +95,29 @@ def main() -> int:
     rows = []
     try:
         _input(tmp / "warm", 2_000, 200, args.epochs)
-        _input(tmp / "data", args.records, args.keys, args.epochs)
+        keys = _input(tmp / "data", args.records, args.keys, args.epochs)
         outputs = {}
-        for variant in ("windows", "process (each)", "process (vectorised)"):
+        for variant in ("windows", *PROCESS):
             _run(spark, tmp, tmp / "warm", variant, args.epochs)
-            seconds, emitted = _run(spark, tmp, tmp / "data", variant, args.epochs)
-            outputs[variant] = emitted
-            per_epoch = statistics.median(seconds)
-            rows.append((variant, per_epoch, args.records / args.epochs / per_epoch, emitted))
-            print(f"{variant}: {per_epoch:.1f} s/epoch", file=sys.stderr)
+            seconds, cpu, emitted = _run(spark, tmp, tmp / "data", variant, args.epochs)
+            if variant != "process (engine only)":
+                outputs[variant] = emitted
+            per_epoch, cpu_per_epoch = statistics.median(seconds), statistics.median(cpu)
+            rows.append((variant, per_epoch, cpu_per_epoch, emitted))
+            print(f"{variant}: {per_epoch:.1f} s/epoch, {cpu_per_epoch:.1f} CPU s", file=sys.stderr)
         if len(set(outputs.values())) != 1:
             raise SystemExit(f"outputs differ: {outputs}")
     finally:
         spark.stop()
-    text = _table(rows, args)
+    text = _table(rows, keys, args)
     print(text)
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     (ROOT / "bench" / "results" / "keyed_state.md").write_text(text + "\n")
     return 0
 
 
-def _input(folder: Path, records: int, keys: int, epochs: int) -> None:
+def _input(folder: Path, records: int, keys: int, epochs: int) -> float:
+    """Write the input; returns the keys with records per epoch (mean over the epochs)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -117,8 +134,12 @@ def _input(folder: Path, records: int, keys: int, epochs: int) -> None:
         "ts": pa.array(ts, type=pa.timestamp("us", tz="UTC")),
     })  # fmt: skip
     per_epoch = records // epochs
+    counts = []
     for e in range(epochs):
-        pq.write_table(table.slice(e * per_epoch, per_epoch), folder / "in" / f"{e:04d}.parquet")
+        part = table.slice(e * per_epoch, per_epoch)
+        pq.write_table(part, folder / "in" / f"{e:04d}.parquet")
+        counts.append(len(part.column("user").unique()))
+    return statistics.mean(counts)
 
 
 def _spec(tmp: Path, data: Path, variant: str, run: str) -> dict[str, Any]:
@@ -141,7 +162,7 @@ def _spec(tmp: Path, data: Path, variant: str, run: str) -> dict[str, Any]:
         body["aggregates"] = {"clicks": "count(*)", "total": "sum(value)"}
     else:
         body["process"] = {
-            "function": "functions:" + ("each" if "each" in variant else "vectorised"),
+            "function": "functions:" + PROCESS[variant],
             "on_timer": "functions:fire",
             "state": {
                 "windows": {"kind": "map", "key_type": "long", "type": "struct<c: long, s: long>"}
@@ -156,7 +177,9 @@ def _spec(tmp: Path, data: Path, variant: str, run: str) -> dict[str, Any]:
     return body
 
 
-def _run(spark: Any, tmp: Path, data: Path, variant: str, epochs: int) -> tuple[list[float], int]:
+def _run(
+    spark: Any, tmp: Path, data: Path, variant: str, epochs: int
+) -> tuple[list[float], list[float], int]:
     import yaml
     from sluice.protocol import commit_epoch, plan_epoch, process_epoch
     from sluice.spec import load_spec
@@ -167,18 +190,36 @@ def _run(spark: Any, tmp: Path, data: Path, variant: str, epochs: int) -> tuple[
     path = tmp / f"{run}.yaml"
     path.write_text(yaml.safe_dump(_spec(tmp, data, variant, run)))
     rt = runtime(load_spec(path))
-    seconds, emitted = [], 0
+    seconds, cpu, emitted = [], [], 0
     while (plan := plan_epoch(rt)) is not None:
-        started = time.perf_counter()
+        started, used = time.perf_counter(), _cpu_seconds()
         record = process_epoch(rt, spark, plan.epoch)
         seconds.append(time.perf_counter() - started)
+        cpu.append(_cpu_seconds() - used)
         checkpoint = commit_epoch(rt, plan.epoch, record.attempt)
         emitted += checkpoint.result.stats.windows_emitted
     assert len(seconds) == epochs, seconds
-    return seconds, emitted
+    return seconds, cpu, emitted
 
 
-def _table(rows: list[tuple[str, float, float, int]], args: argparse.Namespace) -> str:
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and its descendants: Spark's
+    JVM and its Python workers. On a shared machine this moves far less than wall time."""
+    ticks, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += sum(int(f) for f in stat[11:15])  # utime, stime, cutime, cstime
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _table(rows: list[tuple[str, float, float, int]], keys: float, args: argparse.Namespace) -> str:
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     lines = [
         f"keyed state: {args.records:,} records over {args.keys:,} keys in {args.epochs} epochs, "
         f"tumbling 1-minute count+sum per key; local[2]; {os.cpu_count()} cores, "
@@ -186,11 +227,21 @@ def _table(rows: list[tuple[str, float, float, int]], args: argparse.Namespace) 
         f"command: .venv/bin/python bench/keyed_state.py --keys {args.keys} "
         f"--records {args.records} --epochs {args.epochs}",
         "",
-        "| pipeline | process s/epoch (median) | records/s | rows emitted |",
-        "|---|---|---|---|",
+        f"Keys with records per epoch: {keys:,.0f} (keys a timer alone touches add at most "
+        "the few without a record in an epoch); ms per key = process s/epoch / those keys. "
+        "CPU: user + system seconds of the driver, Spark's JVM and its Python workers "
+        f"(load average at the end: {load}).",
+        "",
+        "| pipeline | process s/epoch (median) | ms per key | CPU s/epoch | CPU ms per key "
+        "| records/s | rows emitted |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for variant, seconds, rate, emitted in rows:
-        lines.append(f"| {variant} | {seconds:.1f} | {rate:,.0f} | {emitted:,} |")
+    for variant, seconds, cpu, emitted in rows:
+        rate = args.records / args.epochs / seconds
+        lines.append(
+            f"| {variant} | {seconds:.1f} | {seconds / keys * 1000:.3f} | {cpu:.1f} "
+            f"| {cpu / keys * 1000:.3f} | {rate:,.0f} | {emitted:,} |"
+        )
     return "\n".join(lines)
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sluice.keyed.state import StateHandle
 
-__all__ = ["NO_WATERMARK", "KeyedContext", "Timers", "to_micros"]
+__all__ = ["NO_WATERMARK", "KeyedContext", "Timers", "row_tuples", "to_micros"]
 
 NO_WATERMARK = -(2**62)  # stands for "no watermark yet" in the int64 _wm column
 
@@ -35,8 +36,6 @@ def to_micros(when: Any) -> int:
         return int(when.value) // 1000
     if isinstance(when, datetime):
         if when.tzinfo is None:
-            from datetime import UTC
-
             when = when.replace(tzinfo=UTC)
         delta = when - datetime(1970, 1, 1, tzinfo=when.tzinfo)
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
@@ -48,7 +47,30 @@ def _timestamp(us: int | None) -> Any:
         return None
     import pandas as pd
 
-    return pd.Timestamp(us * 1000, tz="UTC")
+    return pd.Timestamp(us * 1000, tz=UTC)  # a tz object: a string is parsed every time
+
+
+@lru_cache(maxsize=64)
+def _row_type(columns: tuple[str, ...]) -> Any:
+    """The namedtuple ``DataFrame.itertuples(index=False)`` makes for ``columns`` (made once:
+    building the class is most of what itertuples costs for a few rows)."""
+    from collections import namedtuple
+
+    return namedtuple("Pandas", columns, rename=True)
+
+
+def _itertuples(records: Any) -> Iterator[Any]:
+    """``records.itertuples(index=False)``, the same values, without its per-call costs."""
+    columns = tuple(records.columns)
+    return row_tuples(columns, [records._ixs(k, axis=1) for k in range(len(columns))])
+
+
+def row_tuples(columns: tuple[str, ...], arrays: list[Any]) -> Iterator[Any]:
+    """The rows ``itertuples(index=False)`` makes of a frame with these columns, whose
+    values (iterated, or ``Series.tolist()``: the same Python values) are ``arrays``."""
+    if len(columns) >= 255:  # itertuples' own rule (index=False): plain tuples
+        return zip(*arrays, strict=True)
+    return map(_row_type(columns)._make, zip(*arrays, strict=True))
 
 
 class Timers:
@@ -123,6 +145,9 @@ class KeyedContext:
         # watermarks, and how to fire the timers a watermark reaches
         self._times: tuple[Any, Any] = ((), ())
         self._fire: Callable[[int | None], None] | None = None
+        # the frame the function was called with and its rows as ``each`` yields them,
+        # made by the engine from the whole batch (None: from the frame itself)
+        self._tuples: tuple[Any, Callable[[], list[Any]]] | None = None
 
     def each(self, records: Any) -> Iterator[Any]:
         """The batch's records one by one (namedtuples), in source order. While a record is
@@ -133,7 +158,9 @@ class KeyedContext:
         times, marks = self._times
         if len(records) != len(times):
             raise ValueError("ctx.each() takes the records the function was called with")
-        for n, row in enumerate(records.itertuples(index=False)):
+        given = self._tuples
+        rows = given[1]() if given is not None and records is given[0] else _itertuples(records)
+        for n, row in enumerate(rows):
             mark = int(marks[n])
             watermark = None if mark == NO_WATERMARK else mark
             if self._fire is not None:

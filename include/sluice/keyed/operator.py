@@ -6,9 +6,10 @@
 2. split the state ``S_k`` into the keys this epoch touches — keys with records, or with a
    timer the epoch's final watermark reaches — and the rest, which is carried over as it is
    (no Python runs for it);
-3. ``cogroup`` the records and the touched state by key and run the function per key group
-   through Arrow (``applyInArrow``, :class:`~sluice.keyed.runner.KeyedProgram`): one result
-   row per key with its new state, timers and emitted rows;
+3. put the records and the touched state rows in one frame, partition and sort it by key
+   and run the function over many keys per Arrow batch (``mapInArrow``,
+   :mod:`sluice.keyed.batches`; per key :class:`~sluice.keyed.runner.KeyedProgram`): one
+   result row per key with its new state, timers and emitted rows;
 4. ``S_{k+1}`` = the touched keys that still hold state or timers + the untouched keys; the
    results are the emitted rows (columns of ``process.output``).
 """
@@ -22,14 +23,13 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sluice.exceptions import SluiceError
+from sluice.keyed.batches import RECORD, SIDE, STATE, KeyBatches
 from sluice.keyed.functions import resolve
 from sluice.keyed.runner import (
     ERROR_MARK,
     NO_WATERMARK,
     TIMERS,
-    KeyedFunctionError,
     KeyedProgram,
-    KeyResult,
     stamp_column,
     state_column,
 )
@@ -40,6 +40,8 @@ from sluice.operators.stateless import no_late_rows
 from sluice.spec.types import arrow_type, spark_ddl
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
@@ -332,71 +334,42 @@ def _run(
     program: KeyedProgram,
     key_ddl: dict[str, str],
 ) -> DataFrame:
+    """One row per key with records or touched state (columns of :func:`_result_types`):
+    the records and the state rows in one frame, partitioned and sorted by key, the
+    function run over many keys per Arrow batch (:mod:`sluice.keyed.batches`)."""
     assert spec.process is not None
     keys = key_columns(spec)
     types = _result_types(spec, key_ddl)
     state_arrow = {c: arrow_type(t) for c, t in _state_types(spec.process)}
     output = ",".join(f"{c}:{t}" for c, t in spec.process.output)
     out_arrow = arrow_type(f"array<struct<{output}>>")
-    group = _KeyGroup(program, keys, bool(spec.key_by), state_arrow, out_arrow)
+    run = KeyBatches(program, keys, bool(spec.key_by), state_arrow, out_arrow)
 
-    def apply(key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
-        return group(key, records, state)  # Spark wants a function, not a callable object
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return run(batches)
 
-    grouped = accepted.groupBy(*[F.col(f"`{k}`") for k in keys])
-    other = touched.groupBy(*[F.col(f"`{k}`") for k in keys])
+    key_cols = [F.col(f"`{k}`") for k in keys]
+    state = touched.select(
+        *[F.col(f"`{k}`").cast(key_ddl[k]).alias(k) for k in keys],
+        *[c for c in touched.columns if c not in keys],
+        F.lit(STATE).alias(SIDE),
+    )
+    both = accepted.withColumn(SIDE, F.lit(RECORD)).unionByName(state, allowMissingColumns=True)
+    # Partitions: the Python function is the epoch's work, so every core should run it.
+    # The session's shuffle partitions (4 in Sluice's sessions: two per core of local[2])
+    # let a core that finishes early take the next partition; a cluster with more cores than
+    # that gets one per core. The number is fixed here, not left to adaptive execution,
+    # which would merge the partitions of a small shuffle into one (one core) because it
+    # sizes them by bytes, not by the Python work they hold. Each partition costs one
+    # Python task, so not more than that.
+    spark = accepted.sparkSession
+    partitions = max(
+        int(spark.conf.get("spark.sql.shuffle.partitions") or 1),
+        spark.sparkContext.defaultParallelism,
+    )
+    ordered = both.repartition(partitions, *key_cols).sortWithinPartitions(*key_cols, SIDE, *_ORDER)
     schema = ", ".join(f"`{c}` {t}" for c, t in types)
-    return grouped.cogroup(other).applyInArrow(apply, schema)
-
-
-class _KeyGroup:
-    """The per-key-group Arrow function (pickled to the executors)."""
-
-    def __init__(
-        self,
-        program: KeyedProgram,
-        keys: list[str],
-        keyed: bool,
-        state_arrow: dict[str, pa.DataType],
-        out_arrow: pa.DataType,
-    ) -> None:
-        self.program, self.keys, self.keyed = program, keys, keyed
-        self.state_arrow, self.out_arrow = state_arrow, out_arrow
-
-    def __call__(self, key: tuple[Any, ...], records: pa.Table, state: pa.Table) -> pa.Table:
-        values = [k.as_py() for k in key]
-        user_key = (values[0] if len(values) == 1 else tuple(values)) if self.keyed else None
-        order = [(c, "ascending") for c in _ORDER]
-        frame = records.sort_by(order).to_pandas()
-        row = state.to_pylist()[0] if state.num_rows else None
-        result = self.program.run_key(user_key, frame, row)
-        return self._table(key, user_key, result)
-
-    def _table(self, key: tuple[Any, ...], user_key: Any, result: KeyResult) -> pa.Table:
-        import pyarrow as pa
-
-        names = list(self.keys)
-        arrays = [pa.array([k.as_py()], type=k.type) for k in key]
-        state = result.state or {}
-        for column, kind in self.state_arrow.items():
-            names.append(column)
-            arrays.append(self._array(column, state.get(column), kind, user_key))
-        names += ["_out", "_alive", "_fired"]
-        arrays.append(self._array("process.output", result.rows, self.out_arrow, user_key))
-        arrays.append(pa.array([result.state is not None]))
-        arrays.append(pa.array([result.fired], type=pa.int64()))
-        return pa.Table.from_arrays(arrays, names=names)
-
-    def _array(self, what: str, value: Any, kind: pa.DataType, key: Any) -> pa.Array:
-        import pyarrow as pa
-
-        try:
-            return pa.array([value], type=kind)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-            raise KeyedFunctionError(
-                self.program.pipeline, self.program.epoch, key, self.program.function_ref,
-                f"{what}: a value does not fit the declared type {kind}: {exc}",
-            ) from exc  # fmt: skip
+    return ordered.mapInArrow(apply, schema)
 
 
 def _totals(result: DataFrame, spec: PipelineSpec, epoch: int) -> tuple[int, int]:

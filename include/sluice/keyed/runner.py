@@ -40,6 +40,7 @@ __all__ = [
 
 ERROR_MARK = "sluice-keyed-function-failed: "
 TIMERS = "_timers"
+_NO_TIMES: tuple[int, ...] = ()
 
 
 def state_column(name: str) -> str:
@@ -86,8 +87,47 @@ class KeyedProgram:
     def run_key(self, key: Any, records: Any, state_row: Mapping[str, Any] | None) -> KeyResult:
         """``records``: a pandas DataFrame in source order with ``_ts_us`` and ``_wm``."""
         run = _KeyRun(self, key, state_row or {})
-        run.walk(records)
+        n = len(records)
+        wm = records["_wm"].to_numpy(dtype="int64") if n else _NO_TIMES
+        ts = records["_ts_us"].astype("int64").to_numpy() if n else _NO_TIMES
+        run.walk(records, ts, wm, exact=False)
         return run.finish()
+
+    def run_frame(
+        self,
+        key: Any,
+        records: Any,
+        ts: Any,
+        wm: Any,
+        state_row: Mapping[str, Any] | None,
+        tuples: Callable[[], list[Any]] | None = None,
+    ) -> KeyResult:
+        """:meth:`run_key` for records already in the function's shape: ``records`` holds
+        exactly :attr:`columns` with the index 0..n-1 and is the key's own (a run without
+        timer firings in between passes it to the function as it is); ``ts`` and ``wm``
+        are its event times and position watermarks as int64 numpy arrays. ``tuples``, when
+        given, makes the rows ``ctx.each(records)`` yields (what ``records.itertuples
+        (index=False)`` gives, built from the whole batch's columns at once)."""
+        run = _KeyRun(self, key, state_row or {})
+        run.walk(records, ts, wm, exact=True, tuples=tuples)
+        return run.finish()
+
+
+def frame_slice(frame: Any, lo: int, hi: int) -> Any:
+    """Rows ``lo:hi`` of a pandas DataFrame with the index 0..n-1, as ``frame.iloc[lo:hi]
+    .reset_index(drop=True)`` gives them but without copying the data (half the cost; a
+    key's slices never overlap another key's, so a function writing into its records
+    changes nothing another key reads)."""
+    import pandas as pd
+
+    part = frame.iloc[lo:hi]
+    part._is_copy = None  # the function's own frame: no SettingWithCopyWarning
+    part.index = pd.RangeIndex(hi - lo)
+    return part
+
+
+def _sliced(tuples: Callable[[], list[Any]], i: int, j: int) -> Callable[[], list[Any]]:
+    return lambda: tuples()[i:j]
 
 
 class _KeyRun:
@@ -104,15 +144,22 @@ class _KeyRun:
             s.name: _handle(s, self.ctx, row, reducers.get(s.name)) for s in program.states
         }
 
-    def walk(self, records: Any) -> None:
+    def walk(
+        self,
+        records: Any,
+        ts: Any,
+        wm: Any,
+        *,
+        exact: bool,
+        tuples: Callable[[], list[Any]] | None = None,
+    ) -> None:
+        """``ts``, ``wm``: int64 arrays (``wm`` NO_WATERMARK: none yet); ``exact``: the frame
+        has just the function's columns, index 0..n-1, and is this key's own."""
         import numpy as np
 
-        n = len(records)
-        wm = records["_wm"].to_numpy(dtype="int64") if n else None  # NO_WATERMARK: none yet
-        ts = records["_ts_us"].astype("int64").to_numpy() if n else None
+        n = len(ts)
         i = 0
         while i < n:
-            assert wm is not None and ts is not None
             self.fire_due(None if wm[i] == NO_WATERMARK else int(wm[i]))
             earliest = self.timers.earliest()
             j = n
@@ -121,8 +168,15 @@ class _KeyRun:
                 j = i + 1 + int(later[0]) if len(later) else n
             self.ctx.now_us = int(ts[i:j].max())
             self.ctx.watermark_us = None if wm[i] == NO_WATERMARK else int(wm[i])
-            batch = records.iloc[i:j][list(self.p.columns)].reset_index(drop=True)
+            if not exact:
+                batch = records.iloc[i:j][list(self.p.columns)].reset_index(drop=True)
+            elif i == 0 and j == n:
+                batch = records
+            else:
+                batch = frame_slice(records, i, j)
             self.ctx._times = (ts[i:j], wm[i:j])
+            if tuples is not None:
+                self.ctx._tuples = (batch, _sliced(tuples, i, j))
             self.collect(self.p.function_ref, partial(self.p.function, self.ctx, batch))
             i = j
         self.fire_due(self.p.end_watermark_us)
