@@ -164,8 +164,8 @@ class KeyBatches:
         arrays.append(self._array("process.output", out, self.out_arrow, user_keys))
         arrays.append(pa.array(alive, type=pa.bool_()))
         arrays.append(pa.array(fired, type=pa.int64()))
-        names = [*self.keys, *self.state_arrow, "_out", "_alive", "_fired"]
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+        out_names = [*self.keys, *self.state_arrow, "_out", "_alive", "_fired"]
+        return pa.RecordBatch.from_arrays(arrays, names=out_names)
 
     def _array(self, what: str, values: list[Any], kind: pa.DataType, keys: list[Any]) -> pa.Array:
         """One output column for all the keys; a value that does not fit names its key."""
