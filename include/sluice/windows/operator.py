@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 __all__ = ["WindowOperator"]
 
 OPEN, CLOSING, GONE = 0, 1, 2  # a merged window's fate this epoch (counted per code)
+# Up to this many open windows in an epoch's partials, the stored state is matched against
+# them broadcast (a scan of the state); above, both sides are shuffled.
+BROADCAST_OPEN_ROWS = 1_000_000
 
 
 class WindowOperator:
@@ -344,11 +347,16 @@ class IncrementalEpoch:
         state = self.inp.state.frame(overlaps, f"_we BETWEEN {low}L AND {high}L")
         if state is None:
             return 0
-        theirs = state.where(f"NOT {self._gone()}").select(
-            *[F.col(quoted(k)).alias(f"_s_{k}") for k in keys]
-        ).distinct()  # fmt: skip
-        mine = self.partials.where(f"NOT {self._closing()}").select(*keys)
-        cond = [mine[quoted(k)].eqNullSafe(theirs[quoted(f"_s_{k}")]) for k in keys]
+        theirs = state.where(f"NOT {self._gone()}").select(*[quoted(k) for k in keys])
+        mine = self.partials.where(f"NOT {self._closing()}").select(
+            *[F.col(quoted(k)).alias(f"_m_{k}") for k in keys]
+        )
+        cond = [theirs[quoted(k)].eqNullSafe(mine[quoted(f"_m_{k}")]) for k in keys]
+        if sum(n for e, n in self.ends.items() if not self.closes(e)) <= BROADCAST_OPEN_ROWS:
+            # the state (any size) probes P's few open windows: a scan, no shuffle of it;
+            # a window stored in several parts (base and deltas) is counted once
+            found = theirs.join(F.broadcast(mine), cond, "left_semi").distinct()
+            return int(found.count())
         return int(mine.join(theirs, cond, "left_semi").count())
 
     # -- side outputs --------------------------------------------------------------------------
