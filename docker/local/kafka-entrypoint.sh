@@ -21,6 +21,6 @@ appender.stdout.layout.pattern = [%d] %p %m (%c)%n
 LOG
 java=(java -Xmx512m -Djava.awt.headless=true
       -Dlog4j2.configurationFile=/opt/kafka/config/log4j2.properties -cp '/opt/kafka/libs/*')
-"${java[@]}" kafka.tools.StorageTool format --ignore-formatted -t "${CLUSTER_ID:?set CLUSTER_ID}" \
+"${java[@]}" kafka.tools.StorageTool format --ignore-formatted --cluster-id="${CLUSTER_ID:?set CLUSTER_ID}" \
   -c "$config"
 exec "${java[@]}" kafka.Kafka "$config"
