@@ -19,6 +19,7 @@ __all__ = [
     "Ledger",
     "LedgerRow",
     "class_tally",
+    "constant",
     "counted",
     "counting",
     "new_ledger",
@@ -100,6 +101,13 @@ def position_max(
     """The largest ``ts`` of the earlier rows of the same run (``io.sluice.spark.PositionMax``)."""
     args = [_column(spark, c) for c in (partition, major, line, ts)]
     return _wrap(_jvm(spark).io.sluice.spark.Udfs.positionMax(ledger.java, *args))
+
+
+def constant(spark: SparkSession, value: int) -> Column:
+    """``value`` (a long) as a column whose generated code is the same for every value
+    (``io.sluice.spark.Constant``): for the values that change each epoch, so that Spark reuses
+    the compiled, JIT-warm code of the last epoch instead of compiling a new class."""
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.constant(int(value)))
 
 
 def class_tally(

@@ -24,7 +24,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sluice.jvm.udfs import Ledger, class_tally, new_ledger, position_max
+from sluice.jvm.udfs import Ledger, class_tally, constant, new_ledger, position_max
 from sluice.operators.base import (
     ACCEPTED,
     DEAD,
@@ -168,9 +168,10 @@ def classify(
     else:
         prefix = _exact_prefix(inp.carried)
     wm = f"{prefix} - {et.max_out_of_orderness_us}"
-    if before_us is not None:
-        wm = f"greatest({wm}, {before_us}L)"
-    frame = frame.selectExpr("*", f"{wm} AS _wm")
+    wm_column = F.expr(wm)
+    if before_us is not None:  # a column, not a literal: the pass's code is the same each epoch
+        wm_column = F.greatest(wm_column, constant(spark, before_us))
+    frame = frame.select("*", wm_column.alias("_wm"))
     branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
     missed: Sql | int = 0
     if lateness is not None:

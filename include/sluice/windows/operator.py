@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from sluice.jvm.udfs import Ledger, counted, counting
+from sluice.jvm.udfs import Ledger, constant, counted, counting
 from sluice.operators.base import EpochFacts, EpochInput, StateUpdate, quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import (
@@ -125,6 +125,7 @@ class IncrementalEpoch:
     _tally: Ledger | None = None
     _merged_cache: DataFrame | None = None
     _fates: Ledger | None = None
+    _param_columns: dict[str, Any] | None = None
     emitted: int | None = None
 
     @classmethod
@@ -158,17 +159,41 @@ class IncrementalEpoch:
     def closes(self, end: int) -> bool:
         return self.after is not None and end + self.lateness_us <= self.after
 
-    def _closing(self, we: str = "_we") -> str:
+    def _closing(self, we: str = "_we", *, scan: bool = False) -> str:
+        """Windows that close at the watermark after the epoch. The watermark is the column
+        ``_p_after`` (:meth:`_where`, :meth:`_with_params`), or with ``scan`` a literal: a
+        filter on a state scan, which Spark pushes into the Parquet reader."""
         if self.after is None:
             return "false"
-        return f"({we} + {self.lateness_us} <= {self.after}L)"
+        return f"({we} + {self.lateness_us} <= {f'{self.after}L' if scan else '_p_after'})"
 
-    def _gone(self, we: str = "_we") -> str:
-        """Windows the state's horizon says were emitted before this epoch."""
+    def _gone(self, we: str = "_we", *, scan: bool = False) -> str:
+        """Windows the state's horizon says were emitted before this epoch (``_p_horizon``,
+        or with ``scan`` a literal, as :meth:`_closing`)."""
         horizon = self.inp.state.horizon_us
         if horizon is None:
             return "false"
-        return f"({we} + {self.lateness_us} <= {horizon}L)"
+        return f"({we} + {self.lateness_us} <= {f'{horizon}L' if scan else '_p_horizon'})"
+
+    def _params(self) -> dict[str, Any]:
+        """The watermark and the horizon as columns whose generated code is the same every
+        epoch (:func:`sluice.jvm.udfs.constant`): with literals, every epoch's stages would
+        be compiled anew and run cold."""
+        if self._param_columns is None:
+            spark, horizon = self.inp.spark, self.inp.state.horizon_us
+            values = {"_p_after": self.after, "_p_horizon": horizon}
+            self._param_columns = {
+                name: constant(spark, v) for name, v in values.items() if v is not None
+            }
+        return self._param_columns
+
+    def _with_params(self, frame: DataFrame, build: Any) -> DataFrame:
+        """``build(frame)`` where ``frame`` has the :meth:`_params` columns (dropped after)."""
+        params = self._params()
+        return build(frame.withColumns(params) if params else frame).drop(*params)
+
+    def _where(self, frame: DataFrame, condition: str) -> DataFrame:
+        return self._with_params(frame, lambda f: f.where(condition))
 
     @property
     def compact(self) -> bool:
@@ -199,7 +224,7 @@ class IncrementalEpoch:
         session's fate is known once its fragments are merged)."""
         if isinstance(self.kind, Session):
             return self._state()
-        return self._state(where=f"NOT {self._gone()}")
+        return self._state(where=f"NOT {self._gone(scan=True)}")
 
     def state_update(self) -> StateUpdate | None:
         spec = self.spec
@@ -212,7 +237,7 @@ class IncrementalEpoch:
             frame = self.partials
         else:
             rows = sum(n for end, n in self.ends.items() if not self.closes(end))
-            frame = self.partials.where(f"NOT {self._closing()}")
+            frame = self._where(self.partials, f"NOT {self._closing()}")
         if rows == 0:
             return None
         open_ends = [e for e in self.ends if isinstance(self.kind, Session) or not self.closes(e)]
@@ -229,11 +254,11 @@ class IncrementalEpoch:
         """on_close, tumbling/hopping: P's closing windows merged with the state's rows of
         closing windows (only the parts whose window ends reach the closing range)."""
         spec, types = self.spec, self.cls.types
-        closing = self._closing()
-        mine = _flagged(self.partials.where(closing), new=True)
+        mine = _flagged(self._where(self.partials, self._closing()), new=True)
         theirs = None
         if self.after is not None:
-            theirs = self._state(self._may_close, f"{closing} AND NOT {self._gone()}")
+            where = f"{self._closing(scan=True)} AND NOT {self._gone(scan=True)}"
+            theirs = self._state(self._may_close, where)
         if theirs is None:  # P's rows are one per window: their count is the result's
             rows = sum(n for end, n in self.ends.items() if self.closes(end))
             return result_rows(spec, mine, types, self.inp.epoch), rows
@@ -270,7 +295,7 @@ class IncrementalEpoch:
             f"CASE WHEN {self._gone()} AND NOT _new THEN {GONE} "
             f"WHEN {self._closing()} THEN {CLOSING} ELSE {OPEN} END"
         )
-        merged = merged.selectExpr("*", f"{fate} AS _fate")
+        merged = self._with_params(merged, lambda f: f.selectExpr("*", f"{fate} AS _fate"))
         merged, ledger = counting(self.inp.spark, merged, "windows", F.expr("_fate"))
         self._fates = ledger
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
@@ -281,7 +306,8 @@ class IncrementalEpoch:
     def _sessions_of(self, fragments: DataFrame) -> DataFrame:
         """The state's fragments as the sessions last emitted (on_update deletes name them)."""
         merged = self.kind.merge(fragments, self.cls.types)
-        return merged.where(f"NOT {self._gone()}").select(*state_columns(self.spec), "_new", "_old")
+        merged = self._where(merged, f"NOT {self._gone()}")
+        return merged.select(*state_columns(self.spec), "_new", "_old")
 
     def _merged_results(self) -> tuple[DataFrame, Ledger | None]:
         spec, types, epoch = self.spec, self.cls.types, self.inp.epoch
@@ -347,8 +373,8 @@ class IncrementalEpoch:
         state = self.inp.state.frame(overlaps, f"_we BETWEEN {low}L AND {high}L")
         if state is None:
             return 0
-        theirs = state.where(f"NOT {self._gone()}").select(*[quoted(k) for k in keys])
-        mine = self.partials.where(f"NOT {self._closing()}").select(
+        theirs = state.where(f"NOT {self._gone(scan=True)}").select(*[quoted(k) for k in keys])
+        mine = self._where(self.partials, f"NOT {self._closing()}").select(
             *[F.col(quoted(k)).alias(f"_m_{k}") for k in keys]
         )
         cond = [theirs[quoted(k)].eqNullSafe(mine[quoted(f"_m_{k}")]) for k in keys]

@@ -20,6 +20,13 @@ public final class Udfs {
     return udf.apply(partition, major, line, ts);
   }
 
+  /** {@code value} as a column Spark cannot fold into its generated code ({@link Constant}). */
+  public static Column constant(long value) {
+    UserDefinedFunction udf =
+        functions.udf(new Constant(value), DataTypes.LongType).asNonNullable();
+    return udf.apply();
+  }
+
   public static Column classTally(
       RunLedger ledger, Column partition, Column major, Column line, Column code, Column extra,
       Column anchor) {
