@@ -231,6 +231,29 @@ def test_jsonl_crlf_lines_and_positions_across_files(spark: Any, workspace: Work
     assert [r["user"] for r in rows] == ["u1", "u1", "u2"]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_keys_a_uri_escapes_map_to_their_files(spark: Any, workspace: Workspace, fmt: str) -> None:
+    """Plain keys are appended to the folder as Spark reports it; a key with a space, a
+    percent sign or a non-ASCII letter is qualified on its own (Spark percent-escapes it)."""
+    keys = ["a plain.x", "b%25 and space.x", "c-ok/d_ok=1.x", "\u00e9t\u00e9.x"]
+
+    def body(n: int) -> bytes:
+        line = LINE.replace(b'"u1"', f'"u{n}"'.encode())
+        if fmt == "jsonl":
+            return line
+        ts = pa.array([datetime(2026, 1, 1, tzinfo=UTC)], pa.timestamp("us"))
+        table = pa.table({"user": [f"u{n}"], "url": ["/"], "amount": [1.0], "ts": ts})
+        out = io.BytesIO()
+        pq.write_table(table, out)
+        return out.getvalue()
+
+    names = [k.replace(".x", f".{fmt}") for k in keys]
+    workspace.put_files([(k, body(n)) for n, k in enumerate(names)])
+    rows = read_all(spark, source(workspace, fmt=fmt))
+    got = sorted((r["_file"], r["_major"], r["user"], r["_error"]) for r in rows)
+    assert got == [(k, n, f"u{n}", None) for n, k in enumerate(sorted(names))]
+
+
 def test_read_is_deterministic(spark: Any, workspace: Workspace) -> None:
     workspace.put_files([("a.jsonl", JSONL), ("b.jsonl", LINE * 3)])
     src = source(workspace)

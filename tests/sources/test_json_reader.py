@@ -201,7 +201,9 @@ def test_line_numbers_are_exact_when_spark_splits_the_files(
     spark: Any, local_workspace: Workspace
 ) -> None:
     rng = random.Random(7)
-    files = {f"f{i}.jsonl": _mixed_file(rng, n) for i, n in enumerate((3000, 1500, 40, 0))}
+    # f0 and f1 are split; f1's name is one Spark reports URI-escaped (space, percent)
+    names = ("f0.jsonl", "f1 100%.jsonl", "f2.jsonl", "f3.jsonl")
+    files = {names[i]: _mixed_file(rng, n) for i, n in enumerate((3000, 1500, 40, 0))}
     local_workspace.put_files([(name, data) for name, (data, _) in files.items()])
     previous = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", "65536")  # ~10 splits of f0

@@ -66,11 +66,16 @@ class Ledger:
 
 
 def _jvm(spark: SparkSession) -> Any:
-    jvm: Any = spark.sparkContext._jvm
+    """The JVM, once checked (per Spark context) to have the helper classes."""
+    context: Any = spark.sparkContext
+    jvm: Any = context._jvm
+    if getattr(context, "_sluice_helpers_checked", False):
+        return jvm
     from py4j.java_gateway import JavaClass
 
     if not isinstance(jvm.io.sluice.spark.RunLedger, JavaClass):
         raise HelperClassesMissing()
+    context._sluice_helpers_checked = True
     return jvm
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from pyspark.sql import functions as F
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
 from sluice.sources.footers import column_maxima, footers, types_of
-from sluice.sources.parsing import parse_csv_lines, parse_json_lines, parse_parquet
+from sluice.sources.parsing import IndexedFile, parse_csv_lines, parse_json_lines, parse_parquet
 from sluice.spec.model import SourceSpec
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -254,7 +255,10 @@ class FilesSource(Source):
 
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
         assert isinstance(rng, FilesRange)
-        index = [(self._qualified(spark, k), k, i) for i, k in enumerate(rng.files)]
+        index = [
+            IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
+            for i, k in enumerate(rng.files)
+        ]
         schema = self.spec.schema
         if self.spec.format == "parquet":
             metas = footers(self.store, list(rng.files))
@@ -294,7 +298,22 @@ class FilesSource(Source):
         return "0" if self.spec.partition_by != "directory" else ""
 
     def _qualified(self, spark: SparkSession, key: str) -> str:
-        """The path exactly as Spark reports it in ``_metadata.file_path``."""
+        """The path exactly as Spark reports it in ``_metadata.file_path``. A key of plain
+        characters (nothing a URI would escape) is appended to the qualified folder, found
+        once per Spark context; any other is qualified on its own (six Py4J calls)."""
+        if not _PLAIN_KEY.fullmatch(key):
+            return self._qualify(spark, key)
+        context: Any = spark.sparkContext
+        roots: dict[str, str] | None = getattr(context, "_sluice_qualified_roots", None)
+        if roots is None:
+            roots = context._sluice_qualified_roots = {}
+        base = self.store.uri()
+        root = roots.get(base)
+        if root is None:
+            root = roots[base] = self._qualify(spark, "x")[:-1]
+        return root + key
+
+    def _qualify(self, spark: SparkSession, key: str) -> str:
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         path = jvm.org.apache.hadoop.fs.Path(to_spark_uri(self.store.uri(key)))
@@ -302,6 +321,10 @@ class FilesSource(Source):
         uri = str(path.getFileSystem(conf).makeQualified(path).toUri().toString())
         # Spark reports local files without the empty authority: file:/abs, not file:///abs.
         return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
+
+
+# Characters a file key may hold that a URI keeps as they are (no percent-escape).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9._\-=/]+")
 
 
 def _hidden(key: str) -> bool:

@@ -20,7 +20,8 @@ A ``double`` / ``float`` field must hold a finite number in every format: ``NaN`
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -34,7 +35,17 @@ if TYPE_CHECKING:
 
 __all__ = ["parse_csv_lines", "parse_json_frame", "parse_json_lines", "parse_parquet"]
 
-Index = list[tuple[str, str, int]]  # (path as Spark reports it, file key, position)
+
+class IndexedFile(NamedTuple):
+    """One input file of an epoch."""
+
+    reported: str  # its path as Spark reports it in ``_metadata.file_path`` (URI-escaped)
+    key: str  # its object key
+    major: int  # its position in the epoch
+    read: str  # its path as Spark's readers take it (not escaped: a space is a space)
+
+
+Index = list[IndexedFile]
 Schema = tuple[tuple[str, str], ...]
 
 SPARK_TYPES = {
@@ -84,13 +95,44 @@ def parse_json_lines(
     non-finite double, a LineInfo flag, a value the typed parse refuses such as a number
     written as a string) is parsed again as text, in the same projection and only for those
     lines, giving today's record or the exact dead-letter reason."""
-    lines = _text_lines(spark, index)
+    plan = _json_plan(spark, schema, required)
+    lines = _text_lines(spark, index).withColumn("_j", plan.fast)
+    lines = lines.select(*plan.first).select(*plan.second).withColumn("_j", plan.text)
+    return lines.select(*plan.last)
+
+
+@dataclass(frozen=True)
+class _JsonPlan:
+    """The columns :func:`parse_json_lines` selects, in its four steps. They depend on the
+    schema alone: built once per Spark context and schema (about a thousand Py4J calls),
+    not once per epoch."""
+
+    fast: Column  # _j: the typed parse
+    first: tuple[Column, ...]  # the fast values and whether the line parsed cleanly
+    second: tuple[Column, ...]  # ... and the fast errors
+    text: Column  # _j again: the text parse, only for lines not clean
+    last: tuple[Column, ...]  # the record columns
+
+
+def _json_plan(spark: SparkSession, schema: Schema, required: tuple[str, ...]) -> _JsonPlan:
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    context: Any = spark.sparkContext
+    plans: dict[Any, _JsonPlan] | None = getattr(context, "_sluice_json_plans", None)
+    if plans is None:
+        plans = context._sluice_json_plans = {}
+    key = (schema, required, zone)
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _build_json_plan(spark, schema, required)
+    return plan
+
+
+def _build_json_plan(spark: SparkSession, schema: Schema, required: tuple[str, ...]) -> _JsonPlan:
     kinds = dict(schema)
     typed = {c for c, kind in schema if kind in _TYPED_IN_JSON}
     fast_schema = T.StructType(
         [T.StructField(c, _TYPED_IN_JSON[k] if c in typed else T.StringType()) for c, k in schema]
     )
-    lines = lines.withColumn("_j", _json_bytes(spark, F.col("_raw"), fast_schema))
     fast = {c: F.col(f"_j.`{c}`") for c, _ in schema}
     clean = F.col("_j").isNotNull() & (F.col("_flags") == 0)
     for column in typed:
@@ -99,10 +141,11 @@ def parse_json_lines(
     # the fast values: typed columns as parsed, the others cast from their text
     values = {c: fast[c] if c in typed else _cast(fast[c], kind) for c, kind in schema}
     names = {c: f"_v{i}" for i, (c, _) in enumerate(schema)}
-    lines = lines.select(
-        "_file", "_major", "_line", "_raw", "_flags", "_j", clean.alias("_clean"),
+    first = (
+        *[F.col(c) for c in ("_file", "_major", "_line", "_raw", "_flags", "_j")],
+        clean.alias("_clean"),
         *[values[c].alias(names[c]) for c, _ in schema],
-    )  # fmt: skip
+    )
     # the fast errors: a required field absent or null, a text-cast field that does not cast
     clean_checks = []
     for column in (*required, *[c for c, _ in schema if c not in required]):
@@ -112,29 +155,27 @@ def parse_json_lines(
             kind = kinds[column]
             clean_checks.append(_wrong_type(column, kind, fast[column], F.col(names[column])))
     clean_error = F.coalesce(*clean_checks) if clean_checks else F.lit(None).cast("string")
-    lines = lines.select(
-        "_file", "_major", "_line", "_raw", "_flags", "_clean", clean_error.alias("_fast_error"),
-        *names.values(),
-    )  # fmt: skip
+    second = (
+        *[F.col(c) for c in ("_file", "_major", "_line", "_raw", "_flags", "_clean")],
+        clean_error.alias("_fast_error"),
+        *[F.col(n) for n in names.values()],
+    )
     # the text way, only for the lines the fast parse did not accept
     text = F.when(~F.col("_clean"), _from_json(spark, F.col("_raw"), _text_schema(schema)))
-    lines = lines.withColumn("_j", text)
     malformed = [
         F.when(F.col("_flags").bitwiseAND(_INVALID_UTF8) != 0, F.lit(NOT_UTF8)),
         F.when(F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull(), F.lit(NOT_AN_OBJECT)),
         F.when(_json_trailing(spark, F.col("_raw")), F.lit(TRAILING_TEXT)),
     ]
     slow_values, slow_error = _typed_columns(schema, required, malformed)
-    clean = F.col("_clean")
-    return lines.select(
+    is_clean = F.col("_clean")
+    last = (
         F.lit("0").alias("_partition"),
-        "_file",
-        "_major",
-        "_line",
-        "_raw",
-        F.when(clean, F.col("_fast_error")).otherwise(slow_error).alias("_error"),
-        *[F.when(clean, F.col(names[c])).otherwise(slow_values[c]).alias(c) for c, _ in schema],
+        *[F.col(c) for c in ("_file", "_major", "_line", "_raw")],
+        F.when(is_clean, F.col("_fast_error")).otherwise(slow_error).alias("_error"),
+        *[F.when(is_clean, F.col(names[c])).otherwise(slow_values[c]).alias(c) for c, _ in schema],
     )
+    return _JsonPlan(_json_bytes(spark, F.col("_raw"), fast_schema), first, second, text, last)
 
 
 def parse_json_frame(
@@ -211,7 +252,7 @@ def parse_parquet(
 
     ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
     Spark infers them, merging every file's schema."""
-    paths = [p for p, _, _ in index]
+    paths = [f.read for f in index]
     if stored is None:
         frame = spark.read.option("mergeSchema", "true").parquet(*paths)
     else:
@@ -286,8 +327,8 @@ def _text_schema(schema: Schema) -> T.StructType:
 def _with_file(frame: DataFrame, index: Index) -> DataFrame:
     """``_file`` and ``_major`` of each row from its ``_path``, by a lookup in a literal map:
     no join (a broadcast join runs a Spark job of its own to build the table)."""
-    paths = ", ".join(f"{lit(path)}, {major}" for path, _, major in index)
-    keys = ", ".join(lit(key) for _, key, _ in index)
+    paths = ", ".join(f"{lit(f.reported)}, {f.major}" for f in index)
+    keys = ", ".join(lit(f.key) for f in index)
     major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
     return (
         frame.selectExpr("*", f"{major} AS _major")
@@ -300,9 +341,9 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
     is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
-    texts = spark.read.option("lineSep", "\n").text([p for p, _, _ in index])
+    texts = spark.read.option("lineSep", "\n").text([f.read for f in index])
     path = F.col("_metadata.file_path")
-    info = _line_info(spark, _lines_before(spark, texts))
+    info = _line_info(spark, _lines_before(spark, texts, index))
     numbered = texts.select(
         path.alias("_path"),
         info(path, F.col("_metadata.file_block_start"), F.col("value").cast("binary")).alias("_li"),
@@ -382,7 +423,7 @@ def _line_info(spark: SparkSession, before: dict[str, dict[int, int]]) -> Any:
     return apply
 
 
-def _lines_before(spark: SparkSession, texts: DataFrame) -> dict[str, dict[int, int]]:
+def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[str, dict[int, int]]:
     """For each file Spark will read in several splits, the lines before each split start.
 
     The splits are Spark's own, taken from the scan's physical plan (they depend on the
@@ -404,13 +445,14 @@ def _lines_before(spark: SparkSession, texts: DataFrame) -> dict[str, dict[int, 
     if len(size) != 1 or any(s % next(iter(size)) for ss in split.values() for s in ss):
         raise RuntimeError(f"sluice: Spark split the input at uneven offsets: {sorted(split)}")
     pinned = next(iter(size))
+    readable = {f.reported: f.read for f in index}
     counting = _counting_session(spark)
     with _COUNTING_LOCK:  # one pinned split size at a time on the shared clone
         counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
         counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
         blocks = (
             counting.read.option("lineSep", "\n")
-            .text(sorted(split))
+            .text(sorted(readable.get(p, p) for p in split))
             .groupBy(
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("start"),
