@@ -16,6 +16,9 @@ Measured around the block, in the process that owns the live SparkSession:
   execution). A scan of anything else (a state snapshot) counts in ``other_scans``; a cached
   relation read again runs no scan (its ``InMemoryTableScan`` serves the rows), so it is not
   a pass;
+* **compiled**: the classes Spark's code generator compiled during the block: generated
+  code it had not seen before (a literal that changes each run makes new code, compiled and
+  run cold by the JVM);
 * **Py4J calls**: the commands Python sent to the JVM (both py4j connection classes patched
   while the block runs); py4j's asynchronous deletes of garbage-collected Java references
   are counted apart (``py4j_deletes``).
@@ -76,6 +79,7 @@ class Counts:
     executions: int = 0  # SQL executions
     other_scans: int = 0  # file scans that ran outside the inputs (state snapshots)
     py4j_deletes: int = 0
+    compiled: int = 0  # classes Spark's code generator compiled (new generated code)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +194,7 @@ class Work:
     executions: list[Execution] = field(default_factory=list)
     py4j_calls: int = 0
     py4j_deletes: int = 0
+    compiled: int = 0
 
     def counts(self, where: Callable[[str], bool] | None = None) -> Counts:
         """The counts of the jobs and executions whose description ``where`` accepts (all
@@ -208,6 +213,7 @@ class Work:
             executions=len(execs),
             other_scans=sum(e.other_scans for e in execs),
             py4j_deletes=self.py4j_deletes,
+            compiled=self.compiled,
         )
 
 
@@ -216,7 +222,7 @@ class _Status:
     Py4J call returns a whole object as JSON."""
 
     def __init__(self, spark: Any) -> None:
-        jvm = spark.sparkContext._jvm
+        jvm = self.jvm = spark.sparkContext._jvm
         self.context = spark.sparkContext._jsc.sc()
         self.app = self.context.statusStore()
         self.sql = spark._jsparkSession.sharedState().statusStore()
@@ -230,6 +236,12 @@ class _Status:
     def drain(self) -> None:
         """Wait until the listener bus has delivered every event posted so far."""
         self.context.listenerBus().waitUntilEmpty()
+
+    def compilations(self) -> int:
+        """Classes compiled so far by Spark's code generator (its cache misses: code it had
+        not generated before), a JVM-wide count."""
+        metrics = getattr(self.jvm.org.apache.spark.metrics.source, "CodegenMetrics$")
+        return int(getattr(metrics, "MODULE$").METRIC_COMPILATION_TIME().getCount())
 
     def next_job(self) -> int:
         """The id the next job will get (job ids count up from 0, whatever their group; the
@@ -343,12 +355,14 @@ class SparkProbe:
         self._py4j = Py4JCounter()  # a new one per block
         self._first_job = 0
         self._first_execution = 0
+        self._compiled = 0
 
     def __enter__(self) -> SparkProbe:
         status = self._status = _status(self.spark)
         status.drain()
         self._first_job = status.next_job()
         self._first_execution = status.last_execution() + 1
+        self._compiled = status.compilations()
         self._py4j = Py4JCounter().__enter__()
         return self
 
@@ -382,4 +396,5 @@ class SparkProbe:
                     "block: build the session with bench.probe.PROBE_CONF"
                 )
             executions.append(found)
-        return Work(jobs, stages, executions, self._py4j.calls, self._py4j.deletes)
+        compiled = status.compilations() - self._compiled
+        return Work(jobs, stages, executions, self._py4j.calls, self._py4j.deletes, compiled)

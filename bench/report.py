@@ -204,13 +204,14 @@ def _work_table(report: Any, where: str) -> list[str]:
         "Spark jobs started; **passes**: file scans of the input folder that ran (a cached "
         "relation read again is not a pass; the state snapshot's scans are not input); **Py4J**: "
         "calls from Python into the JVM; **CPU s**: executor CPU time summed over the jobs' "
-        "stages (JVM task threads, no Python workers). Sluice: the process step (Py4J of plan + "
+        "stages (JVM task threads, no Python workers); **compiled**: classes Spark's code "
+        "generator compiled (code it had not generated before: run cold by the JVM). Sluice: the process step (Py4J of plan + "
         "commit in brackets). Structured Streaming: one micro-batch; its Py4J figure is the whole "
         "run's (define, start, await): the batches themselves make none. Spark batch: the plain "
         "query over one epoch's files (Parquet only).",
         "",
-        "| query | format | Sluice qos 2: jobs | passes | Py4J (plan+commit) | CPU s | SSS micro-batch: jobs | passes | Py4J (run) | CPU s | Spark batch: jobs | passes | Py4J | CPU s | machine | date | command |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| query | format | Sluice qos 2: jobs | passes | Py4J (plan+commit) | CPU s | compiled | SSS micro-batch: jobs | passes | Py4J (run) | CPU s | Spark batch: jobs | passes | Py4J | CPU s | machine | date | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for query, fmt in keys:
         s2 = work("sluice", "Sluice qos 2", query, fmt)
@@ -218,13 +219,16 @@ def _work_table(report: Any, where: str) -> list[str]:
         plain = work("plain", "Spark batch (epoch)", query, fmt)
         cells: list[str] = []
         for w, extra in ((s2, "plan_py4j"), (sss, None), (plain, None)):
+            width = 5 if extra else 4
             if not w:
-                cells += ["", "", "", ""]
+                cells += [""] * width
                 continue
             py4j = _count(w["py4j_calls"])
             if extra:
                 py4j += f" ({_count(w[extra] + w['commit_py4j'])})"
             cells += [_count(w["jobs"]), _count(w["input_passes"]), py4j, f"{w['cpu_s']:.2f}"]
+            if extra:
+                cells.append(_count(w.get("compiled", 0)))
         lines.append(f"| {query} | {fmt} | {' | '.join(cells)} | {where} |")
     lines.append("")
     return lines

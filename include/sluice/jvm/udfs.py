@@ -23,6 +23,7 @@ __all__ = [
     "counted",
     "counting",
     "new_ledger",
+    "partition_value",
     "position_max",
 ]
 
@@ -113,6 +114,15 @@ def constant(spark: SparkSession, value: int) -> Column:
     (``io.sluice.spark.Constant``): for the values that change each epoch, so that Spark reuses
     the compiled, JIT-warm code of the last epoch instead of compiling a new class."""
     return _wrap(_jvm(spark).io.sluice.spark.Udfs.constant(int(value)))
+
+
+def partition_value(spark: SparkSession, values: dict[str, int], partition: Column | str) -> Column:
+    """``values[partition]`` (null for a partition not in ``values``), with generated code that
+    is the same for any ``values`` (``io.sluice.spark.PartitionValue``; see :func:`constant`)."""
+    if any("\n" in p for p in values):
+        raise ValueError(f"a partition name holds a line break: {sorted(values)}")
+    table = "".join(f"{p}\t{int(v)}\n" for p, v in values.items())
+    return _wrap(_jvm(spark).io.sluice.spark.Udfs.partitionValue(table, _column(spark, partition)))
 
 
 def class_tally(

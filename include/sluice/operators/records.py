@@ -24,7 +24,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sluice.jvm.udfs import Ledger, class_tally, constant, new_ledger, position_max
+from sluice.jvm.udfs import (
+    Ledger,
+    class_tally,
+    constant,
+    new_ledger,
+    partition_value,
+    position_max,
+)
 from sluice.operators.base import (
     ACCEPTED,
     DEAD,
@@ -37,7 +44,7 @@ from sluice.operators.base import (
     quoted,
 )
 from sluice.operators.expressions import failure_reason, guarded
-from sluice.operators.sqltext import Sql, lit, when
+from sluice.operators.sqltext import Sql, when
 from sluice.operators.watermarks import Run, WatermarkState, verify_runs
 
 if TYPE_CHECKING:
@@ -163,6 +170,9 @@ def classify(
     frame = frame.withColumn(
         "_pm", position_max(spark, positions, "_partition", "_major", "_line", "_ts_us")
     )
+    carried = inp.carried.max_event_time_us
+    if carried:  # the carried maxima per partition, as _p_bound (see _per_partition)
+        frame = frame.withColumn("_p_bound", partition_value(spark, carried, "_partition"))
     if mode == SCAN:
         prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
     else:
@@ -171,7 +181,7 @@ def classify(
     wm_column = F.expr(wm)
     if before_us is not None:  # a column, not a literal: the pass's code is the same each epoch
         wm_column = F.greatest(wm_column, constant(spark, before_us))
-    frame = frame.select("*", wm_column.alias("_wm"))
+    frame = frame.select("*", wm_column.alias("_wm")).drop("_p_bound")
     branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
     missed: Sql | int = 0
     if lateness is not None:
@@ -221,10 +231,10 @@ def _bound_sql(inp: EpochInput, used: Callable[[str, int], int | None]) -> str:
 
 
 def _per_partition(values: dict[str, int]) -> str:
-    if not values:
-        return "CAST(NULL AS BIGINT)"
-    pairs = ", ".join(f"{lit(p)}, {v}L" for p, v in sorted(values.items()))
-    return f"try_element_at(map({pairs}), _partition)"
+    """The carried maximum of each record's partition: the column ``_p_bound`` that
+    :func:`classify` adds. Not a literal map: a files source's ``_partition`` is a literal,
+    Spark would fold the lookup into a literal and compile the pass anew every epoch."""
+    return "_p_bound" if values else "CAST(NULL AS BIGINT)"
 
 
 def _exact_prefix(carried: WatermarkState) -> str:

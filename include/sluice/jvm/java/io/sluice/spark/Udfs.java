@@ -27,6 +27,12 @@ public final class Udfs {
     return udf.apply();
   }
 
+  /** The value of each row's partition ({@link PartitionValue}). */
+  public static Column partitionValue(String table, Column partition) {
+    UserDefinedFunction udf = functions.udf(new PartitionValue(table), DataTypes.LongType);
+    return udf.apply(partition);
+  }
+
   public static Column classTally(
       RunLedger ledger, Column partition, Column major, Column line, Column code, Column extra,
       Column anchor) {
