@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
+from sluice.spark import context_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -68,15 +69,15 @@ class Ledger:
 
 def _jvm(spark: SparkSession) -> Any:
     """The JVM, once checked (per Spark context) to have the helper classes."""
-    context: Any = spark.sparkContext
-    jvm: Any = context._jvm
-    if getattr(context, "_sluice_helpers_checked", False):
+    jvm: Any = spark.sparkContext._jvm
+    checked = context_cache(spark, "helper classes")
+    if checked:
         return jvm
     from py4j.java_gateway import JavaClass
 
     if not isinstance(jvm.io.sluice.spark.RunLedger, JavaClass):
         raise HelperClassesMissing()
-    context._sluice_helpers_checked = True
+    checked["present"] = True
     return jvm
 
 

@@ -25,6 +25,7 @@ from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
 from sluice.sources.footers import column_maxima, footers, types_of
 from sluice.sources.parsing import IndexedFile, parse_csv_lines, parse_json_lines, parse_parquet
+from sluice.spark import context_cache
 from sluice.spec.model import SourceSpec
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -303,10 +304,7 @@ class FilesSource(Source):
         once per Spark context; any other is qualified on its own (six Py4J calls)."""
         if not _PLAIN_KEY.fullmatch(key):
             return self._qualify(spark, key)
-        context: Any = spark.sparkContext
-        roots: dict[str, str] | None = getattr(context, "_sluice_qualified_roots", None)
-        if roots is None:
-            roots = context._sluice_qualified_roots = {}
+        roots = context_cache(spark, "qualified roots")
         base = self.store.uri()
         root = roots.get(base)
         if root is None:

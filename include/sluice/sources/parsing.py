@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 
 from sluice.operators.sqltext import lit, quote
 from sluice.sources.footers import ddl
+from sluice.spark import context_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -116,10 +117,7 @@ class _JsonPlan:
 
 def _json_plan(spark: SparkSession, schema: Schema, required: tuple[str, ...]) -> _JsonPlan:
     zone = spark.conf.get("spark.sql.session.timeZone")
-    context: Any = spark.sparkContext
-    plans: dict[Any, _JsonPlan] | None = getattr(context, "_sluice_json_plans", None)
-    if plans is None:
-        plans = context._sluice_json_plans = {}
+    plans = context_cache(spark, "json plans")
     key = (schema, required, zone)
     plan = plans.get(key)
     if plan is None:

@@ -190,7 +190,9 @@ class IncrementalEpoch:
     def _with_params(self, frame: DataFrame, build: Any) -> DataFrame:
         """``build(frame)`` where ``frame`` has the :meth:`_params` columns (dropped after)."""
         params = self._params()
-        return build(frame.withColumns(params) if params else frame).drop(*params)
+        if not params:
+            return build(frame)
+        return build(frame.withColumns(params)).drop(*params)
 
     def _where(self, frame: DataFrame, condition: str) -> DataFrame:
         return self._with_params(frame, lambda f: f.where(condition))
