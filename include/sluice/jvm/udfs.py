@@ -23,6 +23,7 @@ __all__ = [
     "constant",
     "counted",
     "counting",
+    "helper_classes",
     "new_ledger",
     "partition_value",
     "position_max",
@@ -79,6 +80,11 @@ def _jvm(spark: SparkSession) -> Any:
         raise HelperClassesMissing()
     checked["present"] = True
     return jvm
+
+
+def helper_classes(spark: SparkSession) -> Any:
+    """The package ``io.sluice.spark`` of the helper jar (checked present)."""
+    return _jvm(spark).io.sluice.spark
 
 
 def new_ledger(spark: SparkSession, kind: str) -> Ledger:

@@ -39,6 +39,7 @@ from sluice.windows.common import (
     result_rows,
     state_columns,
 )
+from sluice.windows.index import Probe, WindowIndexes
 from sluice.windows.kinds import Session, Sliding, WindowKind, kind_of
 
 if TYPE_CHECKING:
@@ -95,12 +96,23 @@ class WindowOperator:
 
     def _incremental(self, inp: EpochInput) -> IncrementalEpoch:
         lateness = self.kind.lateness()
-        epoch = IncrementalEpoch.start(self.kind, inp, classify(inp, lateness, self._columns()))
+        indexes = self._indexes(inp)
+        first = classify(inp, lateness, self._columns())
+        epoch = IncrementalEpoch.start(self.kind, inp, first, indexes)
         if not epoch.facts.exact:
             epoch.release()
             exact = classify(inp, lateness, self._columns(), mode=EXACT)
-            epoch = IncrementalEpoch.start(self.kind, inp, exact)
+            epoch = IncrementalEpoch.start(self.kind, inp, exact, indexes)
         return epoch
+
+    def _indexes(self, inp: EpochInput) -> WindowIndexes | None:
+        """The windows indexes (:mod:`sluice.windows.index`) if an epoch of this pipeline
+        ran in this Spark context before (on_close tumbling and hopping windows only)."""
+        state = inp.state
+        if self.spec.emit != "on_close" or isinstance(self.kind, Session) or state.store is None:
+            return None
+        indexes = WindowIndexes(inp.spark, state.store.uri())
+        return indexes if indexes.visit(state.parts) else None
 
     def _columns(self) -> tuple[str, ...]:
         return operator_columns(self.spec)
@@ -126,11 +138,18 @@ class IncrementalEpoch:
     _merged_cache: DataFrame | None = None
     _fates: Ledger | None = None
     _param_columns: dict[str, Any] | None = None
+    indexes: WindowIndexes | None = None  # a process that ran this pipeline before: its own
+    _probe: Probe | None = None
+    _delta: StatePart | None = None
     emitted: int | None = None
 
     @classmethod
     def start(
-        cls, kind: WindowKind, inp: EpochInput, classified: Classification
+        cls,
+        kind: WindowKind,
+        inp: EpochInput,
+        classified: Classification,
+        indexes: WindowIndexes | None = None,
     ) -> IncrementalEpoch:
         """Run the pass: P cached, its rows per window end collected, the ledgers read."""
         spec = inp.spec
@@ -139,6 +158,7 @@ class IncrementalEpoch:
         partials = partials.persist(StorageLevel.MEMORY_AND_DISK)
         ends = {int(r[0]): int(r[1]) for r in partials.groupBy("_we").count().collect()}
         epoch = cls(kind, inp, classified, partials, ends, classified.facts(), [partials])
+        epoch.indexes = indexes
         epoch._prepare()
         return epoch
 
@@ -360,10 +380,12 @@ class IncrementalEpoch:
         return self.inp.state.rows - closed_before + open_rows - self._already_open()
 
     def _already_open(self) -> int:
-        """P's open windows the state already had (one job, only when the state holds
-        windows ending where P's open windows end)."""
+        """P's open windows the state already had: from the windows indexes of a process that
+        ran this pipeline before (:mod:`sluice.windows.index`), else one job, only when the
+        state holds windows ending where P's open windows end."""
         open_ends = [e for e in self.ends if not self.closes(e)]
-        if not open_ends or self.inp.state.empty:
+        state_in = self.inp.state
+        if not open_ends or state_in.empty:
             return 0
         low, high = min(open_ends), max(open_ends)
 
@@ -372,13 +394,21 @@ class IncrementalEpoch:
             return span is None or (span[0] <= high and low <= span[1])
 
         keys = self.kind.window_keys()
-        state = self.inp.state.frame(overlaps, f"_we BETWEEN {low}L AND {high}L")
+        open_rows = self._where(self.partials, f"NOT {self._closing()}")
+        if self.indexes is not None:
+            # a P window found in a part is not gone: it ends where it does in P, after the
+            # watermark, and the horizon is at most the watermark (else the epoch compacts)
+            chosen = [p for p in state_in.parts if overlaps(p)]
+            probe = self.indexes.probe(chosen, self._part_rows, open_rows, keys)
+            if probe is not None:
+                self._probe = probe
+                self._index_delta()
+                return probe.found
+        state = state_in.frame(overlaps, f"_we BETWEEN {low}L AND {high}L")
         if state is None:
             return 0
         theirs = state.where(f"NOT {self._gone(scan=True)}").select(*[quoted(k) for k in keys])
-        mine = self._where(self.partials, f"NOT {self._closing()}").select(
-            *[F.col(quoted(k)).alias(f"_m_{k}") for k in keys]
-        )
+        mine = open_rows.select(*[F.col(quoted(k)).alias(f"_m_{k}") for k in keys])
         cond = [theirs[quoted(k)].eqNullSafe(mine[quoted(f"_m_{k}")]) for k in keys]
         if sum(n for e, n in self.ends.items() if not self.closes(e)) <= BROADCAST_OPEN_ROWS:
             # the state (any size) probes P's few open windows: a scan, no shuffle of it;
@@ -386,6 +416,23 @@ class IncrementalEpoch:
             found = theirs.join(F.broadcast(mine), cond, "left_semi").distinct()
             return int(found.count())
         return int(mine.join(theirs, cond, "left_semi").count())
+
+    def _part_rows(self, part: StatePart) -> DataFrame:
+        frame = self.inp.state.frame(lambda p: p.key == part.key)
+        assert frame is not None
+        return frame
+
+    def state_written(self, part: StatePart) -> None:
+        """The state update was written as ``part``: a delta holds P's open windows, which
+        the epoch's probe hashes (:meth:`_already_open`): they become the delta's index."""
+        if part.kind == "delta":
+            self._delta = part
+            self._index_delta()
+
+    def _index_delta(self) -> None:
+        if self.indexes is not None and self._probe is not None and self._delta is not None:
+            self.indexes.written(self._probe, self._delta)
+            self._delta = None
 
     # -- side outputs --------------------------------------------------------------------------
 
