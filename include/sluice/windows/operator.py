@@ -399,6 +399,8 @@ class IncrementalEpoch:
             # a P window found in a part is not gone: it ends where it does in P, after the
             # watermark, and the horizon is at most the watermark (else the epoch compacts)
             chosen = [p for p in state_in.parts if overlaps(p)]
+            if not chosen:
+                return 0
             probe = self.indexes.probe(chosen, self._part_rows, open_rows, keys)
             if probe is not None:
                 self._probe = probe
