@@ -16,8 +16,10 @@ reused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, late_ddl
@@ -146,14 +148,24 @@ def _stage(
     """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
     (1) or kept for after the checkpoint (0); the epoch's facts come from those writes."""
     started = rt.clock()
-    part = _write_state(rt, out, plan.epoch, attempt)
-    rt.faults.hit("process.after_state", plan.epoch)
     retract = retract_after(plan)
     results = [r for r in rt.sinks if r.role == "results"]
     frame, rows = out.results, out.emitted
     if rt.spec.qos == 0 or len(results) > 1:  # one computation for every writer
+        part = _write_state(rt, out, plan.epoch, attempt)
+        rt.faults.hit("process.after_state", plan.epoch)
         frame, rows = _materialized(frame, rows, held)
-    prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+        prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+    else:
+        # the state and the one result sink are written at once: two jobs reading the same
+        # cached rows, one's driver work (planning, the commit's renames, fingerprints)
+        # overlapping the other's tasks
+        state = _beside(lambda: _write_state(rt, out, plan.epoch, attempt))
+        try:
+            prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+        finally:
+            part = state.result()
+        rt.faults.hit("process.after_state", plan.epoch)
     first = next((p for p in prepared if p is not None), None)
     emitted = rows if rows is not None else (first.rows if first is not None else None)
     facts = out.finish(emitted, part.rows if part is not None else None)
@@ -190,6 +202,27 @@ def _stage(
         process_seconds=round(rt.clock() - started, 6),
     )
     return result, outputs
+
+
+T = TypeVar("T")
+
+
+def _beside(work: Callable[[], T]) -> Future[T]:
+    """``work()`` run in a thread of its own (Spark runs the jobs of two threads at once;
+    the thread inherits the caller's Spark job properties), its result or error in the
+    future."""
+    from pyspark.util import InheritableThread
+
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to the waiting thread
+            future.set_exception(exc)
+
+    InheritableThread(target=run, name="sluice-state-write", daemon=True).start()
+    return future
 
 
 def _materialized(
