@@ -1097,6 +1097,8 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
                     "state_keys": keys,
                     "touched_keys": touched,
                     "first_epoch_s": first.total,
+                    # the epoch that builds the stored windows' index in memory (windows/index.py)
+                    "slowest_s": max(e.total for e in rest),
                     "process_s": statistics.median(e.process for e in rest),
                     "state_write_s": statistics.median(e.state_write for e in rest),
                     "state_bytes": rest[-1].state_bytes,

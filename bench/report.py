@@ -129,15 +129,16 @@ def render(report: Any, *, final: bool) -> str:
         lines += [
             "## Scaling: total state (touched keys per epoch fixed)",
             "",
-            "| state keys | touched keys | epoch s | process s | state write s | state size | first epoch s (loads the keys) | machine | date | command |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| state keys | touched keys | epoch s | process s | state write s | state size | first epoch s (loads the keys) | slowest later epoch s | machine | date | command |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in state:
             x = r.extra
+            slowest = f"{x['slowest_s']:.2f}" if "slowest_s" in x else ""
             lines.append(
                 f"| {x['state_keys']:,} | {x['touched_keys']:,} | {r.seconds:.2f} | "
                 f"{x['process_s']:.2f} | {x['state_write_s']:.2f} | {_size(x['state_bytes'])} | "
-                f"{x['first_epoch_s']:.1f} | {where} |"
+                f"{x['first_epoch_s']:.1f} | {slowest} | {where} |"
             )
         lines.append("")
     epochs = [r for r in report.rows if r.section == "scaling-epoch"]
