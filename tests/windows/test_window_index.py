@@ -108,3 +108,16 @@ def test_an_index_finds_exactly_its_windows(spark: Any) -> None:
     probe.mark(index)  # found again: still counted once
     assert probe.found() == 3
     assert probe.index().size() == 5
+
+
+def test_room_is_made_from_the_least_recently_used_sets_of_others() -> None:
+    """A server running many pipelines: the sets of a pipeline gone quiet give way, oldest
+    first; the sets the asking epoch needs never do, and what cannot fit is refused."""
+    indexes = window_index._Indexes()
+    for n, key in enumerate([("a", "p1"), ("b", "p1"), ("a", "p2"), ("c", "p1")], start=1):
+        indexes.parts[key] = window_index._Entry(java=None, bytes=100, used=n)
+    assert indexes.make_room(250, 500, keep={("c", "p1")})  # 400 + 250: drop a/p1, b/p1
+    assert set(indexes.parts) == {("a", "p2"), ("c", "p1")}
+    assert not indexes.make_room(450, 500, keep={("c", "p1")})  # a/p2 goes, still no room
+    assert set(indexes.parts) == {("c", "p1")}
+    assert indexes.make_room(400, 500, keep={("c", "p1")})

@@ -13,8 +13,9 @@ already hashed. Then an epoch costs the same at any state size.
 
 The sets are 128-bit hashes of the window's key columns (with their null flags); each takes
 16-32 bytes per window, and all of a Spark context's together at most
-:data:`HEAP_SHARE` of the driver's heap: beyond, or in the first epoch a process runs for a
-pipeline (a cold ``spark-submit`` runs one), the epoch scans the state as before.
+:data:`HEAP_SHARE` of the driver's heap (the least recently used sets of other pipelines make
+room first): beyond, or in the first epoch a process runs for a pipeline (a cold
+``spark-submit`` runs one), the epoch scans the state as before.
 """
 
 from __future__ import annotations
@@ -56,12 +57,26 @@ def _hashes(frame: DataFrame, keys: Sequence[str]) -> DataFrame:
 class _Entry:
     java: Any
     bytes: int
+    used: int  # the probe that last used it (the least recently used go first)
 
 
 @dataclass
 class _Indexes:
     seen: set[str] = field(default_factory=set)  # pipelines (state roots) run in this context
     parts: dict[tuple[str, str], _Entry] = field(default_factory=dict)  # (root, part key)
+    probes: int = 0
+
+    def used(self) -> int:
+        return sum(e.bytes for e in self.parts.values())
+
+    def make_room(self, needed: int, budget: int, keep: set[tuple[str, str]]) -> bool:
+        """Drop the least recently used sets (not those in ``keep``) until ``needed`` more
+        bytes fit in ``budget`` (a server running many pipelines, one of them gone quiet);
+        False if they cannot."""
+        spare = sorted((e.used, k) for k, e in self.parts.items() if k not in keep)
+        while self.used() + needed > budget and spare:
+            del self.parts[spare.pop(0)[1]]
+        return self.used() + needed <= budget
 
 
 @dataclass
@@ -106,24 +121,29 @@ class WindowIndexes:
     ) -> Probe | None:
         """``mine``'s windows (distinct) counted as found in ``parts``; None: not answerable
         from memory (over the budget): scan instead."""
-        missing = [p for p in parts if (self.root, p.key) not in self._all.parts]
+        indexes = self._all
+        indexes.probes += 1
+        wanted = {(self.root, p.key) for p in parts}
+        missing = [p for p in parts if (self.root, p.key) not in indexes.parts]
         jvm = self._jvm()
-        used = sum(e.bytes for e in self._all.parts.values())
         needed = sum(int(jvm.bytesFor(max(p.rows, 1))) for p in missing)
-        if used + needed > self._budget():
+        if not indexes.make_room(needed, self._budget(), wanted):
             return None
         for part in missing:
             java = jvm.of(_hashes(read(part), keys)._jdf, part.rows)
-            self._all.parts[(self.root, part.key)] = _Entry(java, int(jvm.bytesFor(java.size())))
+            size = int(jvm.bytesFor(java.size()))
+            indexes.parts[(self.root, part.key)] = _Entry(java, size, indexes.probes)
         probe = jvm.probe(_hashes(mine, keys)._jdf)
-        for part in parts:
-            probe.mark(self._all.parts[(self.root, part.key)].java)
+        for key in wanted:
+            entry = indexes.parts[key]
+            entry.used = indexes.probes
+            probe.mark(entry.java)
         return Probe(probe, int(probe.found()))
 
     def written(self, probe: Probe, part: StatePart) -> None:
         """``part`` (a delta) holds exactly ``probe``'s windows: keep them as its index."""
         java = probe.java.index()
         size = int(self._jvm().bytesFor(max(int(java.size()), 1)))
-        used = sum(e.bytes for e in self._all.parts.values())
-        if used + size <= self._budget():
-            self._all.parts[(self.root, part.key)] = _Entry(java, size)
+        keep = {k for k in self._all.parts if k[0] == self.root}
+        if self._all.make_room(size, self._budget(), keep):
+            self._all.parts[(self.root, part.key)] = _Entry(java, size, self._all.probes)
