@@ -20,6 +20,7 @@ room first): beyond, or in the first epoch a process runs for a pipeline (a cold
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,9 @@ class _Indexes:
     seen: set[str] = field(default_factory=set)  # pipelines (state roots) run in this context
     parts: dict[tuple[str, str], _Entry] = field(default_factory=dict)  # (root, part key)
     probes: int = 0
+    # ``sluice serve`` runs several pipelines' epochs at once in one context: every read or
+    # change of the dict above holds it (never a Spark job)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def used(self) -> int:
         return sum(e.bytes for e in self.parts.values())
@@ -105,11 +109,12 @@ class WindowIndexes:
     def visit(self, state: Sequence[StatePart]) -> bool:
         """Note an epoch of this pipeline (``state``: every part of its state now), forget
         the indexes of parts it no longer has; True if an epoch of it ran here before."""
-        before = self.root in self._all.seen
-        self._all.seen.add(self.root)
         live = {p.key for p in state}
-        for key in [k for k in self._all.parts if k[0] == self.root and k[1] not in live]:
-            del self._all.parts[key]
+        with self._all.lock:
+            before = self.root in self._all.seen
+            self._all.seen.add(self.root)
+            for key in [k for k in self._all.parts if k[0] == self.root and k[1] not in live]:
+                del self._all.parts[key]
         return before
 
     def probe(
@@ -121,29 +126,35 @@ class WindowIndexes:
     ) -> Probe | None:
         """``mine``'s windows (distinct) counted as found in ``parts``; None: not answerable
         from memory (over the budget): scan instead."""
-        indexes = self._all
-        indexes.probes += 1
-        wanted = {(self.root, p.key) for p in parts}
-        missing = [p for p in parts if (self.root, p.key) not in indexes.parts]
-        jvm = self._jvm()
-        needed = sum(int(jvm.bytesFor(max(p.rows, 1))) for p in missing)
-        if not indexes.make_room(needed, self._budget(), wanted):
-            return None
-        for part in missing:
+        indexes, jvm, budget = self._all, self._jvm(), self._budget()
+        sizes = {p.key: int(jvm.bytesFor(max(p.rows, 1))) for p in parts}
+        with indexes.lock:
+            indexes.probes += 1
+            now = indexes.probes
+            held = {p.key: indexes.parts.get((self.root, p.key)) for p in parts}
+            for entry in held.values():
+                if entry is not None:
+                    entry.used = now
+            missing = [p for p in parts if held[p.key] is None]
+            wanted = {(self.root, p.key) for p in parts}
+            if not indexes.make_room(sum(sizes[p.key] for p in missing), budget, wanted):
+                return None
+        sets = [e.java for e in held.values() if e is not None]  # kept even if evicted now
+        for part in missing:  # one job each, outside the lock
             java = jvm.of(_hashes(read(part), keys)._jdf, part.rows)
-            size = int(jvm.bytesFor(java.size()))
-            indexes.parts[(self.root, part.key)] = _Entry(java, size, indexes.probes)
+            sets.append(java)
+            with indexes.lock:
+                indexes.parts[(self.root, part.key)] = _Entry(java, sizes[part.key], now)
         probe = jvm.probe(_hashes(mine, keys)._jdf)
-        for key in wanted:
-            entry = indexes.parts[key]
-            entry.used = indexes.probes
-            probe.mark(entry.java)
+        for java in sets:
+            probe.mark(java)
         return Probe(probe, int(probe.found()))
 
     def written(self, probe: Probe, part: StatePart) -> None:
         """``part`` (a delta) holds exactly ``probe``'s windows: keep them as its index."""
         java = probe.java.index()
-        size = int(self._jvm().bytesFor(max(int(java.size()), 1)))
-        keep = {k for k in self._all.parts if k[0] == self.root}
-        if self._all.make_room(size, self._budget(), keep):
-            self._all.parts[(self.root, part.key)] = _Entry(java, size, self._all.probes)
+        size, budget = int(self._jvm().bytesFor(max(int(java.size()), 1))), self._budget()
+        with self._all.lock:
+            keep = {k for k in self._all.parts if k[0] == self.root}
+            if self._all.make_room(size, budget, keep):
+                self._all.parts[(self.root, part.key)] = _Entry(java, size, self._all.probes)
