@@ -33,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from sluice.protocol.request import RunRequest
+
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     cmd = sub.add_parser("validate", help="check a pipeline spec and print what it means")
@@ -43,30 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--max-epochs", type=int, default=None)
     cmd.add_argument("--max-files", type=int, default=None, help="cap on files per epoch")
     cmd.add_argument("--quiet", action="store_true", help="no progress display")
-    cmd.add_argument(
-        "--allow-state-drop",
-        action="store_true",
-        help="continue under a spec change that drops stored state (the error lists it)",
-    )
-    cmd.add_argument(
-        "--restore-from",
-        choices=("latest", "checkpoint", "savepoint", "offsets"),
-        default=None,
-        help="where the first epoch starts; an older checkpoint or savepoint rewinds "
-        "(docs/rewind.md)",
-    )
-    cmd.add_argument("--epoch", type=int, default=None, help="with --restore-from checkpoint")
-    cmd.add_argument("--savepoint", default=None, help="with --restore-from savepoint")
-    cmd.add_argument(
-        "--offsets", default=None, help='with --restore-from offsets: JSON, {"after_key": K}'
-    )
-    cmd.add_argument(
-        "--on-missing-offsets",
-        choices=("fail", "earliest"),
-        default=None,
-        help="input gone from the source (a rewind's, or Kafka offsets past retention): "
-        "fail (default) or go on with what is left",
-    )
+    RunRequest.add_arguments(cmd)  # --restore-from, --epoch, ...: the trigger form's fields
     cmd.set_defaults(func=_run)
     for step in ("plan", "process", "commit"):
         cmd = sub.add_parser(step, help=f"run only the {step} step of the next epoch")
@@ -168,23 +147,12 @@ def _spark(rt: Any) -> Any:
 def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     """``sluice run --restore-from ...``: check the request like a trigger's conf, then plan
     the first epoch with it (the run then goes on from there)."""
-    from sluice.protocol import InvalidRunRequest, RunRequest
+    from sluice.protocol import RunRequest
 
-    try:
-        offsets = json.loads(args.offsets) if args.offsets else None
-    except ValueError as exc:
-        raise InvalidRunRequest(rt.name, [f"--offsets: not JSON ({exc})"]) from exc
-    conf = {
-        "restore_from": args.restore_from,
-        "epoch": args.epoch,
-        "savepoint": args.savepoint,
-        "offsets": offsets,
-        "on_missing_offsets": args.on_missing_offsets,
-        "allow_state_drop": args.allow_state_drop,
-    }
-    if not any(v for k, v in conf.items() if k != "allow_state_drop"):
+    request = RunRequest.from_conf(rt.name, RunRequest.conf_from_args(rt.name, args))
+    if not request.asks_anything:
         return
-    options = RunRequest.from_conf(rt.name, conf).resolve(rt)
+    options = request.resolve(rt)
     plan = options.plan(rt, max_units=args.max_files)
     if plan is not None and options.rewind_to is not None:
         rewound = (plan.restored_from or {}).get("rewound", [])

@@ -27,7 +27,7 @@ from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
 from sluice.airflow.tasks import asset_extra, commit_task, plan_task
-from sluice.protocol.request import MISSING_CHOICES, RESTORE_CHOICES
+from sluice.protocol.request import RunRequest
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
 from sluice.spec.model import EXECUTION_MODES
 
@@ -77,73 +77,12 @@ def execution_mode(spec: PipelineSpec) -> str:
 
 
 def trigger_params() -> dict[str, Param]:
-    """The trigger form. Defaults make a scheduled run: continue from the latest checkpoint."""
+    """The trigger form, derived from :class:`~sluice.protocol.request.RunRequest` (the one
+    declaration of the run-request fields). Defaults make a scheduled run: continue from the
+    latest checkpoint."""
     return {
-        "max_records": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            title="Max records",
-            description="Cap on the records this epoch reads (whole files; at least one). "
-            "Empty: the spec's per-epoch limit.",
-        ),
-        "restore_from": Param(
-            "latest",
-            type="string",
-            enum=list(RESTORE_CHOICES),
-            title="Restore from",
-            description="latest: continue. checkpoint: continue from the committed epoch "
-            "below; savepoint: from the checkpoint the savepoint below points to. An older "
-            "epoch rewinds: the next epoch replays from there and its commit retracts the "
-            "output of the epochs after it from every sink. offsets: start the next epoch at "
-            "the source offsets below, skipping input in between.",
-        ),
-        "epoch": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            title="Checkpoint epoch",
-            description="With restore_from=checkpoint: the committed epoch to continue from.",
-        ),
-        "offsets": Param(
-            None,
-            type=["null", "object"],
-            title="Source offsets (JSON)",
-            description='With restore_from=offsets, e.g. {"after_key": "part-0003.jsonl"} '
-            "for a files source: start after that file.",
-        ),
-        "savepoint": Param(
-            None,
-            type=["null", "string"],
-            title="Savepoint to restore",
-            description="With restore_from=savepoint: its name (sluice savepoints SPEC lists "
-            "them).",
-        ),
-        "on_missing_offsets": Param(
-            "fail",
-            type="string",
-            enum=list(MISSING_CHOICES),
-            title="When input is gone",
-            description="fail: refuse a rewind, or a plan, whose input the source no longer "
-            "has (e.g. Kafka retention; the error names it). earliest: go on with what is "
-            "still there; the gap is recorded in the plan.",
-        ),
-        "allow_state_drop": Param(
-            False,
-            type="boolean",
-            title="Allow dropping state",
-            description="Continue although the spec changed in a way that drops stored state "
-            "(a key, window or aggregate changed or removed, or the pipeline made stateless; "
-            "plan's error lists each). Added aggregates and states, and any change of a "
-            "stateless pipeline, never need it.",
-        ),
-        "take_savepoint": Param(
-            None,
-            type=["null", "string"],
-            title="Take a savepoint",
-            description="A new savepoint name: this run's checkpoint (or the latest one, when "
-            "there is no new input) is kept under it and never expired by retention.",
-        ),
+        name: Param(form.pop("default"), **form)
+        for name, form in RunRequest.airflow_params().items()
     }
 
 

@@ -22,10 +22,14 @@ latest one, when there is no new input).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.protocol.exceptions import ProtocolError
 from sluice.protocol.layout import SAVEPOINT_NAME
@@ -33,20 +37,20 @@ from sluice.protocol.model import Plan
 from sluice.protocol.runtime import Runtime
 from sluice.sources.base import Offset
 
-__all__ = ["MISSING_CHOICES", "RESTORE_CHOICES", "InvalidRunRequest", "PlanOptions", "RunRequest"]
+__all__ = [
+    "MISSING_CHOICES",
+    "RESTORE_CHOICES",
+    "InvalidRunRequest",
+    "PlanOptions",
+    "RequestField",
+    "RunRequest",
+]
 
-RESTORE_CHOICES = ("latest", "checkpoint", "savepoint", "offsets")
-_FIELDS = {
-    "max_records",
-    "restore_from",
-    "epoch",
-    "offsets",
-    "savepoint",
-    "take_savepoint",
-    "allow_state_drop",
-    "on_missing_offsets",
-}
-MISSING_CHOICES = ("fail", "earliest")
+RestoreFrom = Literal["latest", "checkpoint", "savepoint", "offsets"]
+OnMissing = Literal["fail", "earliest"]
+RESTORE_CHOICES: tuple[str, ...] = get_args(RestoreFrom)
+MISSING_CHOICES: tuple[str, ...] = get_args(OnMissing)
+_NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
 
 
 class InvalidRunRequest(ProtocolError):
@@ -89,58 +93,193 @@ class PlanOptions:
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    max_records: int | None = None
-    restore_from: str = "latest"
-    epoch: int | None = None
-    offsets: dict[str, Any] | None = None
-    savepoint: str | None = None
-    take_savepoint: str | None = None
-    allow_state_drop: bool = False
-    on_missing_offsets: str = "fail"
+class RequestField:
+    """What the trigger form, the CLI and the monitor show of one run-request field.
+
+    ``problem`` says what is wrong with a value of the wrong shape (the value's repr is
+    put in for ``{value}``); ``cli`` is the ``sluice run`` option (None: not offered there:
+    ``sluice run`` caps epochs with ``--max-files`` and takes savepoints with ``sluice
+    savepoint``)."""
+
+    title: str
+    description: str
+    problem: str
+    cli: str | None = None
+    cli_help: str = ""
+
+
+def _field(default: Any, info: RequestField, **rules: Any) -> Any:
+    return Field(default, title=info.title, description=info.description,
+                 json_schema_extra={"sluice": dataclasses.asdict(info)}, **rules)  # fmt: skip
+
+
+_WHOLE = "{value} is not a whole number >= 1"
+_SAVEPOINT = "{value} is not a savepoint name (" + _NAME_RULE + ")"
+
+
+class RunRequest(BaseModel):
+    """What one trigger asks of the next epoch: the one declaration of the run-request
+    fields. The Airflow trigger form (:meth:`airflow_params`), ``sluice run``'s options
+    (:meth:`add_arguments`) and the monitor's forms are derived from it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, regex_engine="python-re")
+
+    max_records: int | None = _field(None, RequestField(
+        "Max records",
+        "Cap on the records this epoch reads (whole files; at least one). Empty: the "
+        "spec's per-epoch limit.",
+        _WHOLE,
+    ), ge=1)  # fmt: skip
+    restore_from: RestoreFrom = _field("latest", RequestField(
+        "Restore from",
+        "latest: continue. checkpoint: continue from the committed epoch below; savepoint: "
+        "from the checkpoint the savepoint below points to. An older epoch rewinds: the next "
+        "epoch replays from there and its commit retracts the output of the epochs after it "
+        "from every sink. offsets: start the next epoch at the source offsets below, skipping "
+        "input in between.",
+        "{value} is not one of " + str(list(RESTORE_CHOICES)),
+        "--restore-from",
+        "where the first epoch starts; an older checkpoint or savepoint rewinds "
+        "(docs/rewind.md)",
+    ))  # fmt: skip
+    epoch: int | None = _field(None, RequestField(
+        "Checkpoint epoch",
+        "With restore_from=checkpoint: the committed epoch to continue from.",
+        _WHOLE,
+        "--epoch",
+        "with --restore-from checkpoint",
+    ), ge=1)  # fmt: skip
+    offsets: dict[str, Any] | None = _field(None, RequestField(
+        "Source offsets (JSON)",
+        'With restore_from=offsets, e.g. {"after_key": "part-0003.jsonl"} for a files '
+        "source: start after that file.",
+        'expected a JSON object such as {{"after_key": "part-0003.jsonl"}}, got {type} {value}',
+        "--offsets",
+        'with --restore-from offsets: JSON, {"after_key": K}',
+    ))  # fmt: skip
+    savepoint: str | None = _field(None, RequestField(
+        "Savepoint to restore",
+        "With restore_from=savepoint: its name (sluice savepoints SPEC lists them).",
+        _SAVEPOINT,
+        "--savepoint",
+        "with --restore-from savepoint",
+    ), pattern=SAVEPOINT_NAME.pattern)  # fmt: skip
+    take_savepoint: str | None = _field(None, RequestField(
+        "Take a savepoint",
+        "A new savepoint name: this run's checkpoint (or the latest one, when there is no new "
+        "input) is kept under it and never expired by retention.",
+        _SAVEPOINT,
+    ), pattern=SAVEPOINT_NAME.pattern)  # fmt: skip
+    allow_state_drop: bool = _field(False, RequestField(
+        "Allow dropping state",
+        "Continue although the spec changed in a way that drops stored state (a key, window "
+        "or aggregate changed or removed, or the pipeline made stateless; plan's error lists "
+        "each). Added aggregates and states, and any change of a stateless pipeline, never "
+        "need it.",
+        "expected true or false, got {value}",
+        "--allow-state-drop",
+        "continue under a spec change that drops stored state (the error lists it)",
+    ))  # fmt: skip
+    on_missing_offsets: OnMissing = _field("fail", RequestField(
+        "When input is gone",
+        "fail: refuse a rewind, or a plan, whose input the source no longer has (e.g. Kafka "
+        "retention; the error names it). earliest: go on with what is still there; the gap "
+        "is recorded in the plan.",
+        "{value} is not one of " + str(list(MISSING_CHOICES)),
+        "--on-missing-offsets",
+        "input gone from the source (a rewind's, or Kafka offsets past retention): fail "
+        "(default) or go on with what is left",
+    ))  # fmt: skip
+
+    @classmethod
+    def fields(cls) -> dict[str, RequestField]:
+        """Each field's form/CLI description, in declaration order."""
+        return {
+            name: RequestField(**info.json_schema_extra["sluice"])  # type: ignore[arg-type,index]
+            for name, info in cls.model_fields.items()
+        }
 
     @classmethod
     def from_conf(cls, pipeline: str, conf: Mapping[str, Any] | None) -> RunRequest:
-        """Check the shape of a trigger conf (unknown keys are ignored: Airflow adds its own)."""
-        conf = {k: v for k, v in (conf or {}).items() if k in _FIELDS}
+        """Check the shape of a trigger conf (unknown keys are ignored: Airflow adds its own;
+        an empty string or null is "not given"). Every problem is reported at once."""
+        given = {k: v for k, v in (conf or {}).items() if k in cls.model_fields}
+        given = {k: v for k, v in given.items() if v is not None and v != ""}
+        if given.get("allow_state_drop") is False:
+            del given["allow_state_drop"]
         problems: list[str] = []
-        max_records = _positive_or_none(conf.get("max_records"), "max_records", problems)
-        epoch = _positive_or_none(conf.get("epoch"), "epoch", problems)
-        restore = conf.get("restore_from") or "latest"
-        offsets = conf.get("offsets")
-        savepoint = _name_or_none(conf.get("savepoint"), "savepoint", problems)
-        take = _name_or_none(conf.get("take_savepoint"), "take_savepoint", problems)
-        allow = conf.get("allow_state_drop")
-        if allow not in (None, True, False):
-            problems.append(f"allow_state_drop: expected true or false, got {allow!r}")
-        missing = conf.get("on_missing_offsets") or "fail"
-        if missing not in MISSING_CHOICES:
-            problems.append(
-                f"on_missing_offsets: {missing!r} is not one of {list(MISSING_CHOICES)}"
-            )
-        if restore not in RESTORE_CHOICES:
-            problems.append(f"restore_from: {restore!r} is not one of {list(RESTORE_CHOICES)}")
-        if offsets is not None and not isinstance(offsets, dict):
-            problems.append(
-                f'offsets: expected a JSON object such as {{"after_key": "part-0003.jsonl"}}, '
-                f"got {type(offsets).__name__} {offsets!r}"
-            )
-            offsets = None
-        if restore == "checkpoint" and epoch is None and "epoch" not in _said(problems):
-            problems.append("epoch: required with restore_from=checkpoint (a committed epoch)")
-        if restore == "offsets" and offsets is None and "offsets" not in _said(problems):
-            problems.append("offsets: required with restore_from=offsets")
-        if restore != "checkpoint" and epoch is not None:
-            problems.append(f"epoch: only used with restore_from=checkpoint, not {restore!r}")
-        if restore != "offsets" and offsets is not None:
-            problems.append(f"offsets: only used with restore_from=offsets, not {restore!r}")
-        if restore == "savepoint" and savepoint is None and "savepoint" not in _said(problems):
-            problems.append("savepoint: required with restore_from=savepoint (a savepoint name)")
-        if restore != "savepoint" and savepoint is not None:
-            problems.append(f"savepoint: only used with restore_from=savepoint, not {restore!r}")
+        try:
+            request = cls.model_validate(given)
+        except ValidationError as exc:
+            bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+            problems += [
+                _shape_problem(name, given[name]) for name in cls.model_fields if name in bad
+            ]
+            request = cls.model_construct(**{k: v for k, v in given.items() if k not in bad})
+            if "restore_from" in bad:  # the rules below still say what goes with it
+                request = request.model_copy(update={"restore_from": given["restore_from"]})
+        said = {p.split(":", 1)[0] for p in problems}
+        problems += [p for rule in _RULES if (p := rule(request, said)) is not None]
         if problems:
             raise InvalidRunRequest(pipeline, problems)
-        return cls(max_records, restore, epoch, offsets, savepoint, take, allow is True, missing)
+        return request
+
+    # -- what is derived from the fields -------------------------------------------------
+
+    @classmethod
+    def airflow_params(cls) -> dict[str, dict[str, Any]]:
+        """The trigger form: for each field, the keyword arguments of an Airflow ``Param``
+        (JSON-schema ``type``, ``enum``, ``minimum``, ``title``, ``description``). Defaults
+        make a scheduled run: continue from the latest checkpoint."""
+        params: dict[str, dict[str, Any]] = {}
+        properties = cls.model_json_schema()["properties"]
+        for name, info in cls.model_fields.items():
+            schema = properties[name]
+            options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+            kind = options[0].get("type", "string")
+            form: dict[str, Any] = {
+                "default": info.default,
+                "type": ["null", kind] if info.default is None else kind,
+                "title": info.title,
+                "description": info.description,
+            }
+            if "enum" in options[0]:
+                form["enum"] = list(options[0]["enum"])
+            if "minimum" in options[0]:
+                form["minimum"] = options[0]["minimum"]
+            params[name] = form
+        return params
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """``sluice run``'s options for the fields it offers."""
+        for name, field in cls.fields().items():
+            if field.cli is None:
+                continue
+            if cls.model_fields[name].annotation is bool:
+                parser.add_argument(field.cli, dest=name, action="store_true", help=field.cli_help)
+                continue
+            choices = _choices(cls.model_fields[name].annotation)
+            kind: Callable[[str], Any] = int if name == "epoch" else str
+            parser.add_argument(field.cli, dest=name, type=kind, choices=choices,
+                                default=None, help=field.cli_help)  # fmt: skip
+
+    @classmethod
+    def conf_from_args(cls, pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
+        """The conf ``sluice run``'s options make (``--offsets`` is parsed as JSON)."""
+        conf = {name: getattr(args, name, None) for name, f in cls.fields().items() if f.cli}
+        if isinstance(text := conf.get("offsets"), str):
+            try:
+                conf["offsets"] = json.loads(text)
+            except ValueError as exc:
+                raise InvalidRunRequest(pipeline, [f"--offsets: not JSON ({exc})"]) from exc
+        return conf
+
+    @property
+    def asks_anything(self) -> bool:
+        """Anything but a plain "continue from the latest checkpoint" (``allow_state_drop``
+        aside: it does not change where the next epoch starts)."""
+        return self.model_copy(update={"allow_state_drop": False}) != RunRequest()
 
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
@@ -314,27 +453,6 @@ class RunRequest:
         return start, restored
 
 
-def _positive_or_none(value: Any, field: str, problems: list[str]) -> int | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        problems.append(f"{field}: {value!r} is not a whole number >= 1")
-        return None
-    return value
-
-
-def _name_or_none(value: Any, field: str, problems: list[str]) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or not SAVEPOINT_NAME.match(value):
-        problems.append(
-            f"{field}: {value!r} is not a savepoint name (1-100 letters, digits, '_', '.', "
-            "'-', starting with a letter or digit)"
-        )
-        return None
-    return value
-
-
 def _ranges(epochs: list[int]) -> str:
     """[1, 2, 3, 7] -> '1..3, 7'."""
     parts: list[str] = []
@@ -346,5 +464,41 @@ def _ranges(epochs: list[int]) -> str:
     return ", ".join(parts)
 
 
-def _said(problems: list[str]) -> set[str]:
-    return {p.split(":", 1)[0] for p in problems}
+def _shape_problem(name: str, value: Any) -> str:
+    info = RunRequest.fields()[name]
+    return f"{name}: " + info.problem.format(value=repr(value), type=type(value).__name__)
+
+
+def _choices(annotation: Any) -> tuple[str, ...] | None:
+    args = get_args(annotation)
+    return args if args and all(isinstance(a, str) for a in args) else None
+
+
+# Which fields go together: each rule returns a problem or None. ``said``: the fields whose
+# shape was already refused (no second problem about them).
+def _needs(field: str, mode: str, what: str) -> Callable[[RunRequest, set[str]], str | None]:
+    def rule(request: RunRequest, said: set[str]) -> str | None:
+        if request.restore_from == mode and getattr(request, field) is None and field not in said:
+            return f"{field}: required with restore_from={mode}{what}"
+        return None
+
+    return rule
+
+
+def _only_with(field: str, mode: str) -> Callable[[RunRequest, set[str]], str | None]:
+    def rule(request: RunRequest, said: set[str]) -> str | None:
+        if request.restore_from != mode and getattr(request, field) is not None:
+            return f"{field}: only used with restore_from={mode}, not {request.restore_from!r}"
+        return None
+
+    return rule
+
+
+_RULES = (
+    _needs("epoch", "checkpoint", " (a committed epoch)"),
+    _needs("offsets", "offsets", ""),
+    _only_with("epoch", "checkpoint"),
+    _only_with("offsets", "offsets"),
+    _needs("savepoint", "savepoint", " (a savepoint name)"),
+    _only_with("savepoint", "savepoint"),
+)
