@@ -155,7 +155,7 @@ def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     options = request.resolve(rt)
     plan = options.plan(rt, max_units=args.max_files)
     if plan is not None and options.rewind_to is not None:
-        rewound = (plan.restored_from or {}).get("rewound", [])
+        rewound = plan.restored_from.rewound if plan.restored_from else ()
         console.print(
             f"epoch {plan.epoch} rewinds to checkpoint {options.rewind_to}: it replays from "
             f"there and retracts the output of epochs {', '.join(map(str, rewound))}"

@@ -223,7 +223,7 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
             plan_seconds=plan.plan_seconds,
             planned_at=plan.created_at,
             run_id=plan.run_id,
-            retract_after=(plan.restored_from or {}).get("retract_after"),
+            retract_after=plan.retract_after,
         )
     if checkpoint is None:
         statuses = {a.status for a in rt.repo.attempts(epoch)}

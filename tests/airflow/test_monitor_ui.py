@@ -108,7 +108,7 @@ def test_the_monitor_shows_history_and_acts_through_airflow(
         assert server.wait_run(DAG, run) == "success", server.logs()
         plan = rt.repo.plan(4)
         assert plan is not None and plan.run_id == run
-        assert (plan.restored_from or {}).get("retract_after") == 2
+        assert plan.retract_after == 2
         page.goto(f"{base}/pipelines/{DAG}")
         history_matches(page, rt, [1, 2, 3, 4])
         assert "rewind to 2" in page.locator('tr[data-epoch="4"]').inner_text()

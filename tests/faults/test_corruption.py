@@ -205,9 +205,10 @@ def test_restore_past_a_damaged_state_with_a_pending_plan(
 
     assert report.voided == [3] and report.quarantined == []
     assert report.plan is not None and report.plan.epoch == 4
-    assert report.plan.restored_from["retract_after"] == 1
+    assert report.plan.retract_after == 1
     void = rt.repo.checkpoint(3)
-    assert void is not None and void.extra["void"]["restore_to"] == 1
+    assert void is not None and void.void is not None and void.void.restore_to == 1
+    assert void.extra["void"]["restore_to"] == 1  # the stored form
     assert void.result.stats.records_read == 0
     again = restore_after_damage(runtime(spec, prefix="op2"), 1, max_units=2)
     assert again.voided == [] and again.plan == report.plan  # idempotent
@@ -235,7 +236,8 @@ def test_restore_past_a_corrupt_checkpoint_from_the_cli(
     assert "quarantined" in out and key in out and "epoch 2: void" in out, out
     assert "epoch 3 rewinds to checkpoint 1" in out, out
     assert rt.repo.store.get(QUARANTINE + key) == damaged  # the evidence is kept
-    assert rt.repo.checkpoint(2).extra["void"]["quarantined"] == [key]
+    voided = rt.repo.checkpoint(2)
+    assert voided is not None and voided.void is not None and voided.void.quarantined == (key,)
     _assert_reference_after_restore(spark, spec, 1)
 
 

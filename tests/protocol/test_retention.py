@@ -250,7 +250,8 @@ def test_run_requests_for_savepoints(spark: Any, local_workspace: Any) -> None:
     older = RunRequest.from_conf(rt.name, {"restore_from": "savepoint", "savepoint": "at-2"})
     options = older.resolve(rt)
     assert options.rewind_to == 2
-    assert options.restored_from == {
+    assert options.restored_from is not None
+    assert options.restored_from.to_dict() == {  # the plan's stored form
         "kind": "savepoint", "epoch": 2, "retract_after": 2, "rewound": [3], "savepoint": "at-2"
     }  # fmt: skip
     # the savepoint of the latest checkpoint: continue from it

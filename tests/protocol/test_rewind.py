@@ -80,7 +80,7 @@ def test_rewind_retracts_then_replays_to_the_uninterrupted_output(
     plan = _rewind(rt, {"restore_from": "checkpoint", "epoch": 2})
     assert plan.epoch == 5  # epoch numbers never go back: every fence stays monotonic
     assert retract_after(plan) == 2
-    assert plan.restored_from["rewound"] == [3, 4]
+    assert plan.restored_from is not None and plan.restored_from.rewound == (3, 4)
     assert plan.start_offset == rt.repo.checkpoint(2).end_offset
     assert plan.state == rt.repo.checkpoint(2).result.state
     run_until_drained(rt, spark, max_units=1, max_epochs=1)
@@ -120,8 +120,8 @@ def test_rewinding_twice_and_across_a_rewind(spark: Any, local_workspace: Any) -
                  "--max-files", "1", "--max-epochs", "1", "--quiet"])  # fmt: skip
     assert code == 0
     plan = rt.repo.plan(6)
-    assert plan.restored_from["kind"] == "savepoint"
-    assert plan.restored_from["rewound"] == [2, 4, 5]  # 3 was retracted already
+    assert plan.restored_from is not None and plan.restored_from.kind == "savepoint"
+    assert plan.restored_from.rewound == (2, 4, 5)  # 3 was retracted already
     _check(spec, FILES[:2])
     run_until_drained(rt, spark, max_units=1)
     _check(spec, FILES)
@@ -159,7 +159,8 @@ def test_rewind_refusals_write_nothing(spark: Any, local_workspace: Any) -> None
 
     # the explicit option replays what is left and records the gap
     plan = _rewind(rt, {"restore_from": "checkpoint", "epoch": 1, "on_missing_offsets": "earliest"})
-    assert plan.restored_from["missing_input"] == [FILES[2][0]]
+    assert plan.restored_from is not None
+    assert plan.restored_from.missing_input == (FILES[2][0],)
     run_until_drained(rt, spark, max_units=1)
     _check(spec, FILES[:2])
 

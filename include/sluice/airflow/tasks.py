@@ -115,7 +115,7 @@ def plan_task(
         "start_offset": plan.start_offset,
         "end_offset": plan.end_offset,
         "planned_by_run": plan.run_id,
-        "restored_from": plan.restored_from,
+        "restored_from": plan.restored_from.to_dict() if plan.restored_from else None,
         "state_migration": plan.state_migration,
     }
 

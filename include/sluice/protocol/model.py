@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from sluice.operators.watermarks import WatermarkState
 from sluice.sinks.base import Prepared
@@ -19,12 +19,15 @@ __all__ = [
     "Checkpoint",
     "EpochResult",
     "EpochStats",
+    "OutputFate",
     "Plan",
+    "Restore",
     "RetiredMark",
     "Savepoint",
     "SinksCommitted",
     "StatePart",
     "StateRef",
+    "Void",
 ]
 
 
@@ -34,6 +37,15 @@ class AttemptStatus(StrEnum):
     COMMITTED = "committed"
     ABORTED = "aborted"
     FAILED = "failed"
+
+
+class OutputFate(StrEnum):
+    """What happened to an epoch's output, recorded in its ``sinks_committed`` marker."""
+
+    COMMITTED = "committed"  # qos 2: the staged output was committed; qos 0: written after C(k)
+    WRITTEN = "written"  # qos 1: written before the checkpoint (a replay may duplicate it)
+    LOST = "lost"  # qos 0: the process died between the checkpoint and the output
+    VOID = "void"  # the epoch was voided by a restore after damage (sluice.protocol.restore)
 
 
 _NEXT = {
@@ -155,6 +167,80 @@ class EpochStats:
 
 
 @dataclass(frozen=True)
+class Restore:
+    """Where a run request moved the next epoch's start (a plan's ``restored_from``).
+
+    ``kind`` is ``checkpoint`` or ``savepoint`` (continue from an older committed epoch: a
+    rewind whose commit retracts the output of the epochs after ``retract_after``; ``rewound``
+    lists those still live, ``missing_input`` what the source no longer has of them) or
+    ``offsets`` (start at the source offsets ``requested``, skipping from the committed
+    ``skipped_from``). The stored form is the JSON object written in the plan, field for field.
+    """
+
+    kind: Literal["checkpoint", "savepoint", "offsets"]
+    epoch: int | None = None
+    retract_after: int | None = None
+    rewound: tuple[int, ...] = ()
+    savepoint: str | None = None
+    missing_input: tuple[str, ...] = ()
+    requested: dict[str, Any] | None = None
+    skipped_from: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "offsets":
+            body: dict[str, Any] = {"kind": "offsets", "requested": dict(self.requested or {})}
+            if self.skipped_from is not None:
+                body["skipped_from"] = dict(self.skipped_from)
+            return body
+        body = {"kind": self.kind, "epoch": self.epoch, "retract_after": self.retract_after,
+                "rewound": list(self.rewound)}  # fmt: skip
+        if self.savepoint is not None:
+            body["savepoint"] = self.savepoint
+        if self.missing_input:
+            body["missing_input"] = list(self.missing_input)
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Restore | None:
+        if not data:
+            return None
+        return cls(
+            data["kind"],
+            data.get("epoch"),
+            data.get("retract_after"),
+            tuple(data.get("rewound", ())),
+            data.get("savepoint"),
+            tuple(data.get("missing_input", ())),
+            data.get("requested"),
+            data.get("skipped_from"),
+        )
+
+    def __str__(self) -> str:
+        if self.kind == "offsets":
+            return f"restore_from=offsets {self.requested}"
+        named = f" {self.savepoint!r}" if self.savepoint else ""
+        return f"restore_from={self.kind}{named} (epoch {self.epoch})"
+
+
+@dataclass(frozen=True)
+class Void:
+    """A checkpoint voided by a restore after damage: the next plan must rewind to
+    ``restore_to``; ``quarantined`` are the damaged objects moved aside."""
+
+    restore_to: int
+    quarantined: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"restore_to": self.restore_to, "quarantined": list(self.quarantined)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Void | None:
+        if not data:
+            return None
+        return cls(int(data["restore_to"]), tuple(data.get("quarantined", ())))
+
+
+@dataclass(frozen=True)
 class Plan:
     """``plan(k)``: the exact input of epoch k and the checkpoint it starts from."""
 
@@ -170,9 +256,9 @@ class Plan:
     created_at: float
     plan_seconds: float = 0.0
     run_id: str | None = None
-    # Set when a run request moved the start (restore_from=offsets): what was asked, and the
-    # committed offset the epoch would otherwise have started from.
-    restored_from: dict[str, Any] | None = None
+    # Set when a run request moved the start: a rewind to an older checkpoint or savepoint,
+    # or explicit source offsets (see Restore).
+    restored_from: Restore | None = None
     # Set when the spec's state shape changed since the checkpoint this plan starts from
     # (sluice.protocol.upgrade.StateMigration.to_dict): what was added, dropped or reset.
     state_migration: dict[str, Any] | None = None
@@ -181,13 +267,21 @@ class Plan:
         body = dict(self.__dict__)
         body["watermark"] = self.watermark.to_dict()
         body["state"] = self.state.to_dict()
+        body["restored_from"] = self.restored_from.to_dict() if self.restored_from else None
         return body
+
+    @property
+    def retract_after(self) -> int | None:
+        """The first epoch of a rewind: its commit retracts every sink's output after this
+        epoch (None: not a rewind)."""
+        return self.restored_from.retract_after if self.restored_from else None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         data = dict(data)
         data["watermark"] = WatermarkState.from_dict(data["watermark"])
         data["state"] = StateRef.from_dict(data["state"])
+        data["restored_from"] = Restore.from_dict(data.get("restored_from"))
         return cls(**data)
 
 
@@ -278,6 +372,11 @@ class Checkpoint:
     def end_offset(self) -> dict[str, Any]:
         return self.plan.end_offset
 
+    @property
+    def void(self) -> Void | None:
+        """Set when a restore after damage voided this checkpoint (sluice.protocol.restore)."""
+        return Void.from_dict(self.extra.get("void"))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "pipeline": self.pipeline,
@@ -310,13 +409,10 @@ class SinksCommitted:
     attempt: str
     committed_at: float
     commit_seconds: float
-    # what happened to the epoch's output: "committed" (qos 2: the staged output was
-    # committed; qos 0: written after the checkpoint), "written" (qos 1: written before the
-    # checkpoint) or "lost" (qos 0: the process died between the checkpoint and the output)
-    output: str = "committed"
+    output: OutputFate = OutputFate.COMMITTED  # what happened to the epoch's output
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {**self.__dict__, "output": self.output.value}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SinksCommitted:
@@ -325,7 +421,7 @@ class SinksCommitted:
             data["attempt"],
             float(data["committed_at"]),
             float(data["commit_seconds"]),
-            str(data.get("output", "committed")),
+            OutputFate(data.get("output", "committed")),
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sluice.operators.watermarks import WatermarkState
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
-from sluice.protocol.model import Checkpoint, Plan, StateRef
+from sluice.protocol.model import Checkpoint, Plan, Restore, StateRef
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import StateMigration, compare_shapes
@@ -35,7 +35,7 @@ def plan_epoch(
     max_units: int | None = None,
     max_records: int | None = None,
     start: Offset | None = None,
-    restored_from: dict[str, Any] | None = None,
+    restored_from: Restore | None = None,
     allow_state_drop: bool = False,
     rewind_to: int | None = None,
     on_missing_offsets: str = "fail",
@@ -58,11 +58,11 @@ def plan_epoch(
     if existing is not None:
         _migration(rt, existing.state_shape, epoch - 1, allow=False)
         return existing
-    if latest is not None and latest.extra.get("void") and rewind_to is None:
+    if latest is not None and latest.void is not None and rewind_to is None:
         raise ProtocolError(
             f"pipeline {rt.name}: epoch {latest.epoch} was voided by `sluice restore`, which "
             "had not yet planned its rewind; run it again to finish: sluice restore SPEC "
-            f"--epoch {latest.extra['void'].get('restore_to')}"
+            f"--epoch {latest.void.restore_to}"
         )
     base = latest
     if rewind_to is not None and latest is not None and rewind_to != latest.epoch:
@@ -113,7 +113,7 @@ def _new_plan(
     epoch: int,
     caps: _Caps,
     start: Offset | None,
-    restored_from: dict[str, Any] | None,
+    restored_from: Restore | None,
     started: float,
     migration: StateMigration,
 ) -> Plan | None:

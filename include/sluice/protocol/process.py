@@ -294,8 +294,7 @@ def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outpu
 
 def retract_after(plan: Plan) -> int | None:
     """The epoch a rewind's first epoch goes back to (its sinks retract what came after)."""
-    after = (plan.restored_from or {}).get("retract_after")
-    return int(after) if after is not None else None
+    return plan.retract_after
 
 
 def _write(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sluice.protocol import layout
-from sluice.protocol.model import AttemptStatus, Checkpoint, SinksCommitted
+from sluice.protocol.model import AttemptStatus, Checkpoint, OutputFate, SinksCommitted
 from sluice.protocol.retention import apply_retention
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared
@@ -59,7 +59,10 @@ def finish_commit(
             rt.faults.hit("commit.mid_sinks", epoch)
     rt.faults.hit("commit.after_sinks", epoch)
     now = rt.clock()
-    output = {2: "committed", 1: "written"}.get(qos, "committed" if publish else "lost")
+    if qos == 1:
+        output = OutputFate.WRITTEN
+    else:  # qos 0 without a publisher: the process died between the checkpoint and the output
+        output = OutputFate.COMMITTED if qos == 2 or publish else OutputFate.LOST
     rt.repo.mark_sinks_committed(
         SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6), output)
     )

@@ -193,7 +193,7 @@ class Repository:
         found = {}
         for epoch in sorted(e for e in self.epochs() if e > since):
             plan = self.plan(epoch)
-            after = (plan.restored_from or {}).get("retract_after") if plan else None
+            after = plan.retract_after if plan else None
             if after is not None:
                 found[epoch] = int(after)
         return found

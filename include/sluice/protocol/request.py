@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.protocol.exceptions import ProtocolError
 from sluice.protocol.layout import SAVEPOINT_NAME
-from sluice.protocol.model import Plan
+from sluice.protocol.model import Plan, Restore
 from sluice.protocol.runtime import Runtime
 from sluice.sources.base import Offset
 
@@ -71,7 +71,7 @@ class PlanOptions:
 
     max_records: int | None = None
     start: Offset | None = None
-    restored_from: dict[str, Any] | None = None
+    restored_from: Restore | None = None
     allow_state_drop: bool = False
     rewind_to: int | None = None  # the next epoch starts from this older checkpoint
     on_missing_offsets: str = "fail"  # earliest: plan past input the source no longer has
@@ -323,7 +323,7 @@ class RunRequest(BaseModel):
             return plain
         pending = rt.repo.plan(latest + 1)
         if pending is not None:
-            if (pending.restored_from or {}).get("retract_after") == epoch:  # a retry
+            if pending.retract_after == epoch:  # a retry
                 return PlanOptions(
                     self.max_records, None, pending.restored_from, self.allow_state_drop, epoch
                 )
@@ -363,16 +363,14 @@ class RunRequest(BaseModel):
             )
         if problems:
             raise InvalidRunRequest(rt.name, problems)
-        restored: dict[str, Any] = {
-            "kind": "savepoint" if savepoint else "checkpoint",
-            "epoch": epoch,
-            "retract_after": epoch,
-            "rewound": live,
-        }
-        if savepoint:
-            restored["savepoint"] = savepoint
-        if missing:
-            restored["missing_input"] = missing
+        restored = Restore(
+            "savepoint" if savepoint else "checkpoint",
+            epoch,
+            retract_after=epoch,
+            rewound=tuple(live),
+            savepoint=savepoint,
+            missing_input=tuple(missing),
+        )
         return PlanOptions(self.max_records, None, restored, self.allow_state_drop, epoch)
 
     @staticmethod
@@ -411,7 +409,7 @@ class RunRequest(BaseModel):
         what = f"savepoint {found.name!r} (epoch {found.epoch})"
         return self._restore(rt, found.epoch, what, "savepoint", found.name)
 
-    def _start_at_offsets(self, rt: Runtime) -> tuple[Offset, dict[str, Any]]:
+    def _start_at_offsets(self, rt: Runtime) -> tuple[Offset, Restore]:
         assert self.offsets is not None
         try:
             start = rt.source.offset_from_user(self.offsets)
@@ -447,10 +445,8 @@ class RunRequest(BaseModel):
             )
         if problems:
             raise InvalidRunRequest(rt.name, problems)
-        restored = {"kind": "offsets", "requested": dict(self.offsets)}
-        if committed is not None:
-            restored["skipped_from"] = committed.to_dict()
-        return start, restored
+        skipped = committed.to_dict() if committed is not None else None
+        return start, Restore("offsets", requested=dict(self.offsets), skipped_from=skipped)
 
 
 def _ranges(epochs: list[int]) -> str:

@@ -30,9 +30,12 @@ from sluice.protocol.model import (
     Checkpoint,
     EpochResult,
     EpochStats,
+    OutputFate,
     Plan,
+    Restore,
     SinksCommitted,
     StateRef,
+    Void,
 )
 from sluice.protocol.process import verify_state
 from sluice.protocol.recovery import finish_commit
@@ -56,7 +59,7 @@ class RestoreReport:
 
 
 def is_void(checkpoint: Checkpoint) -> bool:
-    return bool(checkpoint.extra.get("void"))
+    return checkpoint.void is not None
 
 
 def restore_after_damage(rt: Runtime, epoch: int, *, max_units: int | None = None) -> RestoreReport:
@@ -108,7 +111,8 @@ def _settle(rt: Runtime, epoch: int, target: Checkpoint, report: RestoreReport) 
                 rt.repo.store.delete(layout.sinks_committed_key(epoch))
             finish_commit(rt, Checkpoint.from_dict(checkpoint), started=rt.clock())
         return
-    if plan is not None and (plan.get("restored_from") or {}).get("retract_after") == target.epoch:
+    restored = Restore.from_dict(plan.get("restored_from")) if plan is not None else None
+    if restored is not None and restored.retract_after == target.epoch:
         return  # the rewind this command planned before: a retry reuses it
     if plan is None:  # damaged or missing: a readable stand-in at its key
         plan = _put(rt, layout.plan_key(epoch), "plan", report, dataclasses.replace(
@@ -123,13 +127,13 @@ def _settle(rt: Runtime, epoch: int, target: Checkpoint, report: RestoreReport) 
         result=EpochResult(EpochStats(), target.result.watermark, None, StateRef(), (), 0.0),
         committed_at=rt.clock(),
         run_id=rt.run_id,
-        extra={"void": {"restore_to": target.epoch, "quarantined": list(report.quarantined)}},
+        extra={"void": Void(target.epoch, tuple(report.quarantined)).to_dict()},
     )
     stored = _put(rt, layout.checkpoint_key(epoch), "checkpoint", report, void.to_dict())
     if stored == void.to_dict():
         report.voided.append(epoch)
     # else an attempt committed it after all: a real epoch, which the rewind retracts
-    marker_body = SinksCommitted(epoch, str(stored["attempt"]), rt.clock(), 0.0, "void")
+    marker_body = SinksCommitted(epoch, str(stored["attempt"]), rt.clock(), 0.0, OutputFate.VOID)
     _put(rt, layout.sinks_committed_key(epoch), "sinks-committed", report, marker_body.to_dict())
 
 

@@ -1,0 +1,45 @@
+"""The protocol's typed records read and write exactly the JSON stored before they were typed:
+a plan's ``restored_from``, a voided checkpoint's ``extra.void`` and a marker's output fate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sluice.protocol.model import OutputFate, Restore, SinksCommitted, Void
+
+STORED_RESTORES: list[dict[str, Any]] = [
+    {"kind": "checkpoint", "epoch": 2, "retract_after": 2, "rewound": [3, 4]},
+    {"kind": "savepoint", "epoch": 2, "retract_after": 2, "rewound": [3], "savepoint": "at-2"},
+    {"kind": "checkpoint", "epoch": 1, "retract_after": 1, "rewound": [2, 3],
+     "missing_input": ["f2.jsonl"]},
+    {"kind": "offsets", "requested": {"after_key": "b.jsonl"}},
+    {"kind": "offsets", "requested": {"after_key": "b.jsonl"},
+     "skipped_from": {"type": "files", "after_key": "a.jsonl"}},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stored", STORED_RESTORES)
+def test_a_stored_restore_reads_and_writes_unchanged(stored: dict[str, Any]) -> None:
+    restore = Restore.from_dict(stored)
+    assert restore is not None and restore.to_dict() == stored
+    assert restore.kind == stored["kind"]
+    rewinds = stored["kind"] != "offsets"
+    assert restore.retract_after == (stored["epoch"] if rewinds else None)
+
+
+def test_no_restore_is_none() -> None:
+    assert Restore.from_dict(None) is None and Restore.from_dict({}) is None
+
+
+def test_void_and_output_fate_keep_their_stored_form() -> None:
+    void = Void.from_dict({"restore_to": 1, "quarantined": ["pipe/state/x"]})
+    assert void == Void(1, ("pipe/state/x",))
+    assert void.to_dict() == {"restore_to": 1, "quarantined": ["pipe/state/x"]}
+    marker = SinksCommitted(3, "a1", 10.0, 0.5, OutputFate.WRITTEN)
+    assert marker.to_dict()["output"] == "written"
+    assert SinksCommitted.from_dict(marker.to_dict()) == marker
+    old = {"epoch": 3, "attempt": "a1", "committed_at": 10.0, "commit_seconds": 0.5}
+    assert SinksCommitted.from_dict(old).output is OutputFate.COMMITTED  # before fates
+    with pytest.raises(ValueError, match="nonsense"):
+        SinksCommitted.from_dict({**old, "output": "nonsense"})
