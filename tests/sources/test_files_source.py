@@ -22,7 +22,7 @@ LINE = b'{"user": "u1", "url": "/", "ts": "2026-01-01T00:00:01Z", "amount": 1.0}
 
 
 def source(ws: Workspace, *, fmt: str = "jsonl", cap: int | None = None,
-           history: Any = set, header: bool = True) -> FilesSource:  # fmt: skip
+           history: Any = lambda units_of: set(), header: bool = True) -> FilesSource:  # fmt: skip
     spec = SourceSpec("files", ws.uri("in"), fmt, SCHEMA, cap, header)  # type: ignore[arg-type]
     return FilesSource(spec, ws.store("in"), required=("ts",), history=history)
 
@@ -108,7 +108,7 @@ def test_end_offset_counts_and_digests_what_was_read(workspace: Workspace) -> No
 def test_new_file_behind_the_offset_is_an_error_naming_it(workspace: Workspace) -> None:
     workspace.put_files([(k, LINE) for k in ("b.jsonl", "d.jsonl", "f.jsonl")])
     read: set[str] = set()
-    src = source(workspace, cap=2, history=lambda: set(read))
+    src = source(workspace, cap=2, history=lambda units_of: set(read))
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None and first.files == ("b.jsonl", "d.jsonl")
     read.update(first.files)
@@ -125,7 +125,7 @@ def test_new_file_behind_the_offset_is_an_error_naming_it(workspace: Workspace) 
 def test_deleting_already_read_files_is_accepted(workspace: Workspace) -> None:
     workspace.put_files([(f"f{i}.jsonl", LINE) for i in range(4)])
     read: set[str] = set()
-    src = source(workspace, cap=2, history=lambda: set(read))
+    src = source(workspace, cap=2, history=lambda units_of: set(read))
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None
     read.update(first.files)

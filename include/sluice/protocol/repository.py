@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sluice.protocol import layout
@@ -211,14 +212,15 @@ class Repository:
         epoch = self.latest_epoch()
         return self.checkpoint(epoch) if epoch else None
 
-    def planned_files(self) -> set[str]:
-        """Every input unit any stored plan covers, and those of retired plans (kept by the
+    def planned_files(self, units_of: Callable[[dict[str, Any]], Iterable[str]]) -> set[str]:
+        """Every input unit any stored plan covers (``units_of`` reads them out of a stored
+        range: only the source knows its shape), and those of retired plans (kept by the
         retention mark): used to name files that appear behind the offset."""
         seen: set[str] = set()
         for epoch in self.epochs():
             plan = self.plan(epoch)
             if plan is not None:
-                seen.update(plan.source_range.get("files", []))
+                seen.update(units_of(plan.source_range))
         mark = self.retired_mark()
         if mark is not None:
             seen.update(mark.files)

@@ -137,7 +137,7 @@ def _retired_files(rt: Runtime, listed: dict[int, set[str]], below: int) -> set[
     for epoch in sorted(e for e in listed if e < below):
         plan = rt.repo.plan(epoch)
         if plan is not None:
-            files.update(plan.source_range.get("files", []))
+            files.update(rt.source.units_of(plan.source_range))
     for mark_below in rt.repo.retired_marks():
         mark = rt.repo.retired_mark(mark_below)
         if mark is not None:

@@ -113,6 +113,13 @@ class Source(ABC):
         refused unless the request allows skipping it. Default: nothing is ever missing."""
         return []
 
+    def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        """The input units a stored range read, for a source that must remember them after
+        retention deletes the plan (files: to tell a new file behind the offset from a read
+        one). The protocol keeps what this returns, never looking inside a range itself.
+        Default: nothing to remember."""
+        return ()
+
     def skipping_missing_input(self) -> Source:
         """This source told to plan past input it no longer has, from what is left (a run
         request said ``on_missing_offsets: earliest``), recording the gap in the range.

@@ -116,8 +116,9 @@ class FilesRange(SourceRange):
 class FilesSource(Source):
     """Files under ``spec.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
 
-    ``history`` returns every file key earlier epochs planned; it is only consulted when the
-    cheap count/digest check says the files behind the offset changed.
+    ``history`` returns every file key earlier epochs planned, given how to read the keys out
+    of a stored range (:meth:`units_of`: the protocol never looks inside a range); it is only
+    consulted when the cheap count/digest check says the files behind the offset changed.
     """
 
     def __init__(
@@ -126,7 +127,9 @@ class FilesSource(Source):
         store: ObjectStore,
         *,
         required: tuple[str, ...] = (),
-        history: Callable[[], set[str]] = set,
+        history: Callable[[Callable[[dict[str, Any]], Iterable[str]]], set[str]] = (
+            lambda _units: set()
+        ),
     ) -> None:
         self.spec = spec
         self.store = store
@@ -178,6 +181,9 @@ class FilesSource(Source):
         assert isinstance(start, FilesOffset)
         after = None if start.after_key is None else self.order(start.after_key)
         return sum(1 for k in self.list_keys() if after is None or self.order(k) > after)
+
+    def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(range_data.get("files", ()))
 
     def missing_units(self, rng: SourceRange) -> list[str]:
         assert isinstance(rng, FilesRange)
@@ -248,7 +254,7 @@ class FilesSource(Source):
         digest = key_digest(behind)
         if len(behind) == start.files_consumed and digest == start.consumed_digest:
             return None
-        known = self.history()
+        known = self.history(self.units_of)
         unread = [k for k in behind if k not in known]
         if unread:
             raise FileBehindOffset(self.store.uri(), unread, start.after_key or "")
