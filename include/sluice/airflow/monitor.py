@@ -18,7 +18,6 @@ own machinery:
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -29,6 +28,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from sluice.monitor import HISTORY_ROWS, HistoryCache, PipelineView, pipeline_view, render_overview
 from sluice.monitor import render_pipeline as _render_pipeline
+from sluice.monitor_catalog import PipelineCatalog, SpecEntry
 
 __all__ = ["create_app"]
 
@@ -38,23 +38,18 @@ User = Annotated[Any, Depends(get_user)]
 
 
 def create_app(pipelines_dir: str | Path) -> Any:
-    """The FastAPI app of the monitor over the specs in ``pipelines_dir`` (one DAG each)."""
+    """The FastAPI app of the monitor over the specs in ``pipelines_dir`` (one DAG each).
+
+    Specs and runtimes are cached by spec file version (``app.state.catalog``, a
+    :class:`~sluice.monitor_catalog.PipelineCatalog`); finished epochs' rows in a
+    :class:`~sluice.monitor.HistoryCache`."""
     app = FastAPI(title="Sluice checkpoint monitor", docs_url=None, redoc_url=None)
     folder = Path(pipelines_dir)
     cache = HistoryCache()
-    lock = threading.Lock()
-
-    def pipelines() -> dict[str, Path]:
-        from sluice.airflow.factory import dag_id
-        from sluice.spec import load_spec
-
-        found: dict[str, Path] = {}
-        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
-            try:
-                found[dag_id(load_spec(path).name)] = path
-            except Exception:  # an invalid spec is Airflow's import error, not ours
-                found[f"?{path.name}"] = path
-        return found
+    catalog: PipelineCatalog[Any, Any] = PipelineCatalog(
+        folder, load=_load_spec, key=_dag_id, build=_runtime
+    )
+    app.state.catalog = catalog
 
     def allowed(user: Any, dag: str, method: str) -> bool:
         from airflow.api_fastapi.app import get_auth_manager
@@ -73,25 +68,27 @@ def create_app(pipelines_dir: str | Path) -> Any:
             )
         )
 
+    def pipeline(dag: str) -> SpecEntry[Any, Any]:
+        entry = catalog.pipelines().get(dag)
+        if entry is None or not entry.loaded:
+            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
+        return entry
+
     def view(dag: str, user: Any) -> tuple[PipelineView, Path]:
         if not allowed(user, dag, "GET"):
             raise HTTPException(403, f"you may not read DAG {dag}")
-        path = pipelines().get(dag)
-        if path is None:
-            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
-        rt = _runtime(path)
-        with lock:
-            return pipeline_view(rt, dag, cache=cache, spec_file=str(path)), path
+        entry = pipeline(dag)
+        rt = catalog.runtime(entry)
+        return pipeline_view(rt, dag, cache=cache, spec_file=str(entry.path)), entry.path
 
     @app.get("/", response_class=HTMLResponse)
     def overview(user: User) -> str:
         views, broken = [], []
-        for dag, path in pipelines().items():
-            if dag.startswith("?") or not allowed(user, dag, "GET"):
+        for dag, entry in catalog.pipelines().items():
+            if not entry.loaded or not allowed(user, dag, "GET"):
                 continue
             try:
-                with lock:
-                    views.append(pipeline_view(_runtime(path), dag, cache=cache))
+                views.append(pipeline_view(catalog.runtime(entry), dag, cache=cache))
             except Exception as exc:
                 broken.append((dag, f"{type(exc).__name__}: {exc}"))
         return render_overview(views, broken)
@@ -120,8 +117,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
         _same_origin(request)
         if not allowed(user, dag, "GET") or not allowed(user, dag, "POST"):
             raise HTTPException(403, f"you may not trigger DAG {dag}")
-        if dag not in pipelines():
-            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
+        pipeline(dag)
         ok, text = _trigger(request, dag, conf)
         key = "message" if ok else "error"
         back = f"../{quote(dag, safe='')}?{urlencode({key: text})}"
@@ -149,6 +145,18 @@ def create_app(pipelines_dir: str | Path) -> Any:
         return act(request, dag, user, conf)
 
     return app
+
+
+def _load_spec(path: Path) -> Any:
+    from sluice.spec import load_spec
+
+    return load_spec(path)
+
+
+def _dag_id(spec: Any) -> str:
+    from sluice.airflow.factory import dag_id
+
+    return dag_id(spec.name)
 
 
 def _runtime(path: Path) -> Any:

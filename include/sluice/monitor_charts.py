@@ -1,0 +1,175 @@
+"""The monitor's charts as data: the geometry of each inline SVG chart, drawn by the
+``chart`` macro of templates/monitor/macros.html.j2 (no markup here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MAX_BARS", "Chart", "age", "charts", "short"]
+
+MAX_BARS = 250  # a bar chart over more epochs shows means of consecutive epochs
+WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 560, 200, 56, 28, 26
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    color: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    color: str
+    epoch: int
+    name: str
+    value: float
+
+
+@dataclass(frozen=True)
+class Line:
+    points: str  # "x,y x,y ..." (numbers only)
+    color: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart: title, y axis from 0 to ``top``, and either stacked bars or a line."""
+
+    title: str
+    unit: str
+    top: float
+    first: int
+    last: int
+    series: tuple[Series, ...] = ()
+    bars: tuple[Bar, ...] = ()
+    line: Line | None = None
+    legend_text: str = ""  # a line chart's legend; bar charts list their series
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = PAD_LEFT
+    ticks: tuple[Tick, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        ticks = tuple(Tick(_y(self.top * f, self.top), short(self.top * f)) for f in (0, 0.5, 1))
+        object.__setattr__(self, "ticks", ticks)
+
+
+def charts(rows: list[dict[str, Any]]) -> list[Chart]:
+    """The four charts over the committed epochs ``rows`` (none without one)."""
+    if not rows:
+        return []
+    epochs = [int(r["epoch"]) for r in rows]
+    return [
+        _bars("records per epoch", epochs, [
+            ("accepted", "#2f855a", [r.get("accepted") or 0 for r in rows]),
+            ("filtered", "#718096", [r.get("filtered") or 0 for r in rows]),
+            ("late", "#b7791f", [r.get("late") or 0 for r in rows]),
+            ("dead", "#c53030", [r.get("dead") or 0 for r in rows]),
+        ], "records"),
+        _bars("epoch duration", epochs, [
+            ("plan", "#805ad5", [r.get("plan_seconds") or 0 for r in rows]),
+            ("process", "#3182ce", [r.get("process_seconds") or 0 for r in rows]),
+            ("commit", "#dd6b20", [r.get("commit_seconds") or 0 for r in rows]),
+        ], "seconds"),
+        _line("state size", epochs, [r.get("state_rows") or 0 for r in rows], "rows", "#2b6cb0"),
+        _line("watermark lag at commit", epochs, [
+            max(0.0, r["committed_at"] - r["watermark_us"] / 1e6)
+            if r.get("watermark_us") is not None else None for r in rows
+        ], "seconds", "#c05621"),
+    ]  # fmt: skip
+
+
+def _bars(
+    title: str, epochs: list[int], series: list[tuple[str, str, list[float]]], unit: str
+) -> Chart:
+    if len(epochs) > MAX_BARS:  # one bar per run of epochs: the mean of each series
+        k = -(-len(epochs) // MAX_BARS)
+        epochs = epochs[::k]
+        series = [
+            (n, c, [sum(v[i : i + k]) / len(v[i : i + k]) for i in range(0, len(v), k)])
+            for n, c, v in series
+        ]
+        title += f" (mean of {k} epochs per bar)"
+    totals = [sum(s[2][i] for s in series) for i in range(len(epochs))]
+    top = _nice(max(totals, default=0))
+    width = (WIDTH - PAD_LEFT - 8) / len(epochs)
+    bars = []
+    for i, epoch in enumerate(epochs):
+        base = 0.0
+        for name, color, values in series:
+            v = float(values[i])
+            if v <= 0:
+                continue
+            y0, y1 = _y(base, top), _y(base + v, top)
+            x, w = PAD_LEFT + i * width, max(width - 1, 0.6)
+            bars.append(Bar(x, y1, w, max(y0 - y1, 0.5), color, epoch, name, v))
+            base += v
+    legend = tuple(Series(n, c) for n, c, _ in series)
+    return Chart(title, unit, top, epochs[0], epochs[-1], series=legend, bars=tuple(bars))
+
+
+def _line(
+    title: str, epochs: list[int], values: list[float | None], unit: str, color: str
+) -> Chart:
+    known = [v for v in values if v is not None]
+    top = _nice(max(known, default=0))
+    step = (WIDTH - PAD_LEFT - 8) / max(len(epochs) - 1, 1)
+    points = " ".join(
+        f"{PAD_LEFT + i * step:.2f},{_y(v, top):.2f}" for i, v in enumerate(values) if v is not None
+    )
+    if not known:
+        legend = "no data"
+    elif unit == "seconds":
+        legend = f"last {age(known[-1])}"
+    else:
+        legend = f"last {short(known[-1])} {unit}"
+    line = Line(points, color)
+    return Chart(title, unit, top, epochs[0], epochs[-1], line=line, legend_text=legend)
+
+
+def _y(value: float, top: float) -> float:
+    return HEIGHT - PAD_BOTTOM - (value / top if top else 0) * (HEIGHT - PAD_BOTTOM - PAD_TOP)
+
+
+def _nice(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** (len(str(int(value))) - 1) if value >= 1 else 1
+    for m in (1, 2, 2.5, 5, 10):
+        if value <= m * magnitude:
+            return m * magnitude
+    return value
+
+
+def short(value: float) -> str:
+    """12.3k, 4.5M, 0.25: an axis label or a bar's value."""
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.1f}M"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.1f}k"
+    return f"{value:.3g}"
+
+
+def age(seconds: float | None) -> str:
+    """A duration as its largest unit: 45s, 12m, 5h, 3d."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172_800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
