@@ -25,6 +25,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from sluice.monitor_charts import age as _age
 from sluice.monitor_charts import charts, short
+from sluice.protocol.request import RunRequest
 from sluice.report import checkpoint_rows, pending_units
 
 if TYPE_CHECKING:
@@ -204,6 +205,7 @@ def render_pipeline(
         restorable=[r["epoch"] for r in reversed(view.committed) if r.get("rewound_by") is None],
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
+        inputs=RunRequest.html_inputs(),  # labels, help and patterns: the run request's own
     )
 
 

@@ -8,6 +8,7 @@ Airflow's session needs its metadata DB, and tests/airflow/test_monitor_ui.py ch
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -193,3 +194,36 @@ def _rewrite_keeping_version(path: Path, data: bytes, bump_s: int = 0) -> None:
     mtime_ns = path.stat().st_mtime_ns + bump_s * 1_000_000_000
     path.write_bytes(data)
     os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_the_forms_are_the_run_requests_and_refuse_what_it_refuses_before_triggering(
+    monitor: Callable[[Path], TestClient], tmp_path: Path
+) -> None:
+    """The action forms take their labels, help and the savepoint-name pattern from the run
+    request model; a value the model refuses is refused by the monitor with the model's
+    message, and nothing is triggered (no Airflow API server runs here: a trigger attempt
+    would fail with a connection error, not this message)."""
+    from sluice.protocol.request import RunRequest
+
+    folder = tmp_path / "pipelines"
+    folder.mkdir()
+    _files_pipeline(tmp_path, folder, "acts")
+    client = monitor(folder)
+    page = client.get("/pipelines/sluice__acts").text
+    inputs = RunRequest.html_inputs()
+    pattern = inputs["take_savepoint"]["pattern"]
+    assert f'pattern="{pattern}"' in page
+    assert re.fullmatch(pattern, "v2.0-rc_1") and not re.fullmatch(pattern, "../x")
+    assert "take a savepoint named" in page and "restore from checkpoint" in page
+
+    origin = {"Origin": "http://testserver"}
+    refused = [
+        ("savepoint", {"name": "../x"}, "take_savepoint: '../x' is not a savepoint name"),
+        ("restore", {"kind": "checkpoint", "epoch": "0"}, "epoch: 0 is not a whole number >= 1"),
+    ]
+    for action, form, expected in refused:
+        answer = client.post(f"/pipelines/sluice__acts/{action}", data=form, headers=origin,
+                             follow_redirects=False)  # fmt: skip
+        assert answer.status_code == 303, answer.text
+        shown = client.get("/pipelines/" + answer.headers["location"].removeprefix("../")).text
+        assert "not triggered: " + expected in html.unescape(shown), shown[:3000]

@@ -29,6 +29,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from sluice.monitor import HISTORY_ROWS, HistoryCache, PipelineView, pipeline_view, render_overview
 from sluice.monitor import render_pipeline as _render_pipeline
 from sluice.monitor_catalog import PipelineCatalog, SpecEntry
+from sluice.protocol.request import InvalidRunRequest, RunRequest
 
 __all__ = ["create_app"]
 
@@ -118,7 +119,12 @@ def create_app(pipelines_dir: str | Path) -> Any:
         if not allowed(user, dag, "GET") or not allowed(user, dag, "POST"):
             raise HTTPException(403, f"you may not trigger DAG {dag}")
         pipeline(dag)
-        ok, text = _trigger(request, dag, conf)
+        try:  # the trigger form's own checks, before anything is triggered
+            RunRequest.from_conf(dag, conf)
+        except InvalidRunRequest as exc:
+            ok, text = False, "not triggered: " + "; ".join(exc.problems)
+        else:
+            ok, text = _trigger(request, dag, conf)
         key = "message" if ok else "error"
         back = f"../{quote(dag, safe='')}?{urlencode({key: text})}"
         return RedirectResponse(back, status_code=303)

@@ -251,6 +251,21 @@ class RunRequest(BaseModel):
         return params
 
     @classmethod
+    def html_inputs(cls) -> dict[str, dict[str, str]]:
+        """The monitor's form inputs: each field's label, help text and (names) the pattern a
+        browser checks before sending (the model's own, unanchored: HTML anchors it)."""
+        inputs: dict[str, dict[str, str]] = {}
+        for name, info in cls.model_fields.items():
+            form = {"label": str(info.title), "help": str(info.description)}
+            pattern = next((m.pattern for m in info.metadata if hasattr(m, "pattern")), None)
+            if isinstance(pattern, str):
+                form["pattern"] = (
+                    pattern.removeprefix("^").removesuffix("\\Z").replace("-]", "\\-]")
+                )
+            inputs[name] = form
+        return inputs
+
+    @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         """``sluice run``'s options for the fields it offers."""
         for name, field in cls.fields().items():
