@@ -5,6 +5,7 @@ on first use: they bring in the operators and PySpark, which plan and commit (Ai
 tasks) and DAG parsing never need.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol.commit import commit_epoch
@@ -98,7 +99,5 @@ _SPARK_SIDE = {
 
 def __getattr__(name: str) -> Any:
     if name in _SPARK_SIDE:
-        import importlib
-
         return getattr(importlib.import_module(_SPARK_SIDE[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -74,8 +74,8 @@ def open_store(uri: str, *, s3: S3Options | None = None) -> ObjectStore:
 
 
 def __getattr__(name: str) -> Any:
-    """``S3ObjectStore`` on first use: boto3 costs ~70 ms to import, which a DAG parse or a
-    pipeline on local storage never needs."""
+    """``S3ObjectStore`` on first use: boto3 takes 0.05-0.1 s to import, which a DAG parse
+    or a pipeline on local storage never needs."""
     if name == "S3ObjectStore":
         from sluice.storage.s3 import S3ObjectStore
 
