@@ -23,11 +23,12 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any
 
 from sluice.storage.s3options import S3Options
+
+if TYPE_CHECKING:  # PySpark loads on the first session: DAG parsing never needs it
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "CREDENTIALS_PROVIDERS",
@@ -268,6 +269,8 @@ def spark_session(
     conf.update(delta_conf())
     conf.update({f"spark.hadoop.{k}": v for k, v in s3a_conf(s3).items()})
     conf.update(extra_conf or {})
+
+    from pyspark.sql import SparkSession
 
     builder: Any = SparkSession.builder
     builder = builder.appName(app_name)

@@ -16,6 +16,7 @@ auctions, then 46 bids), the entity ids and the random stream; ``n`` decides the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,19 +26,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sluice.nexmark import fields
-from sluice.nexmark.exceptions import InvalidEventRange
 from sluice.nexmark.model import (
-    ARROW_SCHEMAS,
     AUCTION_ID_LEAD,
     AUCTION_PROPORTION,
     FIRST_AUCTION_ID,
     FIRST_CATEGORY_ID,
     FIRST_PERSON_ID,
-    MAX_TIME_US,
     NUM_CATEGORIES,
     PERSON_ID_LEAD,
     PERSON_PROPORTION,
     PROPORTION_DENOMINATOR,
+    RECORD_TYPES,
     EventKind,
     NexmarkConfig,
 )
@@ -48,10 +47,20 @@ from sluice.nexmark.prng import (
     digit_strings,
     event_draws,
 )
+from sluice.nexmark.ranges import (
+    DEFAULT_CONFIG,
+    check_range,
+    chunk_size,
+    event_kind,
+    event_time_us,
+    horizon_events,
+)
 
 __all__ = [
+    "ARROW_SCHEMAS",
     "DEFAULT_CONFIG",
     "check_range",
+    "chunk_size",
     "event_kind",
     "event_time_us",
     "event_times_us",
@@ -61,31 +70,23 @@ __all__ = [
     "last_person_id",
 ]
 
-DEFAULT_CONFIG = NexmarkConfig()
-
 # "Hot" entities come in batches of 100 (Beam's HOT_AUCTION_RATIO / HOT_BIDDER_RATIO /
 # HOT_SELLER_RATIO): the hot one is the first (second, for bidders) of the newest batch.
 HOT_BATCH = 100
-_MAX_CHUNK = 1 << 17
+
+_ARROW_TYPES = {"int": pa.int64(), "str": pa.string(), "datetime": pa.timestamp("us", tz="UTC")}
+
+
+def _arrow_schema(record: type) -> pa.Schema:
+    columns = [("event_id", "int")] + [(f.name, str(f.type)) for f in dataclasses.fields(record)]
+    return pa.schema([pa.field(name, _ARROW_TYPES[kind], nullable=False) for name, kind in columns])
+
+
+# The columns of generate()'s tables: event_id, then the record's fields in order.
+ARROW_SCHEMAS: dict[EventKind, pa.Schema] = {k: _arrow_schema(t) for k, t in RECORD_TYPES.items()}
 
 
 # ---------------------------------------------------------------- kinds, ids, times
-
-
-def event_kind(n: int, config: NexmarkConfig = DEFAULT_CONFIG) -> EventKind:
-    """The kind of event number ``n``."""
-    offset = (config.first_event_id + n) % PROPORTION_DENOMINATOR
-    if offset < PERSON_PROPORTION:
-        return EventKind.PERSON
-    if offset < PERSON_PROPORTION + AUCTION_PROPORTION:
-        return EventKind.AUCTION
-    return EventKind.BID
-
-
-def event_time_us(n: int, config: NexmarkConfig = DEFAULT_CONFIG) -> int:
-    """Event time of event number ``n`` in µs since the Unix epoch (UTC):
-    ``base_time_us + floor(n * 1e6 / events_per_second)``, non-decreasing in ``n``."""
-    return config.base_time_us + n * 1_000_000 // config.events_per_second
 
 
 def event_times_us(ns: I64, config: NexmarkConfig) -> I64:
@@ -141,27 +142,7 @@ def _next_auction0(event_ids: I64, words: np.ndarray, config: NexmarkConfig) -> 
     return oldest + below(words, newest - oldest + 1 + AUCTION_ID_LEAD)
 
 
-# ---------------------------------------------------------------- ranges
-
-
-def check_range(start: int, stop: int, config: NexmarkConfig = DEFAULT_CONFIG) -> None:
-    """Raise :class:`InvalidEventRange` unless ``[start, stop)`` can be generated."""
-    for value in (start, stop):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise InvalidEventRange(start, stop, f"event numbers are integers, not {value!r}")
-    if not 0 <= start <= stop:
-        raise InvalidEventRange(start, stop, "need 0 <= start <= stop")
-    if config.first_event_id + stop > 2**62:
-        raise InvalidEventRange(start, stop, "event ids past 2^62")
-    # Auctions of the last events may expire up to ~2 horizons later; keep that a valid time.
-    if event_time_us(stop + 2 * _horizon_events(config) + 1, config) >= MAX_TIME_US:
-        raise InvalidEventRange(start, stop, "event times would pass the year 9999")
-
-
-def chunk_size(config: NexmarkConfig) -> int:
-    """Events per internal batch: bounded so one string column stays far below 2 GiB."""
-    widest = max(config.avg_person_byte_size, config.avg_auction_byte_size, 100) * 2 + 1024
-    return max(1, min(_MAX_CHUNK, 2**30 // widest))
+# ---------------------------------------------------------------- tables
 
 
 def generate(
@@ -319,14 +300,9 @@ _BUILDERS = {EventKind.PERSON: _persons, EventKind.AUCTION: _auctions, EventKind
 # ---------------------------------------------------------------- auction length
 
 
-def _horizon_events(config: NexmarkConfig) -> int:
-    """Events until ``num_in_flight_auctions`` more auctions have been created."""
-    return config.num_in_flight_auctions * PROPORTION_DENOMINATOR // AUCTION_PROPORTION
-
-
 def _auction_length_us(batch: _Batch, words: np.ndarray) -> I64:
     """Beam's ``nextAuctionLengthMs`` in µs: uniform in [1, 2 * horizon], i.e. on average
     as long as it takes to create ``num_in_flight_auctions`` more auctions."""
-    later = event_times_us(batch.numbers + _horizon_events(batch.config), batch.config)
+    later = event_times_us(batch.numbers + horizon_events(batch.config), batch.config)
     horizon = later - batch.times
     return 1 + below(words, np.maximum(horizon * 2, 1))

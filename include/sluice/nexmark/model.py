@@ -14,12 +14,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-import pyarrow as pa
-
 from sluice.nexmark.exceptions import InvalidNexmarkConfig
 
 __all__ = [
-    "ARROW_SCHEMAS",
     "AUCTION_ID_LEAD",
     "AUCTION_PROPORTION",
     "BID_PROPORTION",
@@ -108,17 +105,7 @@ RECORD_TYPES: dict[EventKind, type[Person] | type[Auction] | type[Bid]] = {
     EventKind.BID: Bid,
 }
 
-_ARROW_TYPES = {"int": pa.int64(), "str": pa.string(), "datetime": pa.timestamp("us", tz="UTC")}
 _SPEC_TYPES = {"int": "long", "str": "string", "datetime": "timestamp"}
-
-
-def _arrow_schema(record: type) -> pa.Schema:
-    columns = [("event_id", "int")] + [(f.name, str(f.type)) for f in dataclasses.fields(record)]
-    return pa.schema([pa.field(name, _ARROW_TYPES[kind], nullable=False) for name, kind in columns])
-
-
-# The columns of generate()'s tables: event_id, then the record's fields in order.
-ARROW_SCHEMAS: dict[EventKind, pa.Schema] = {k: _arrow_schema(t) for k, t in RECORD_TYPES.items()}
 
 # The same columns as a pipeline spec's ``source.schema`` (files written by write_files).
 SPEC_SCHEMAS: dict[EventKind, dict[str, str]] = {

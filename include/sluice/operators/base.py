@@ -190,7 +190,7 @@ DEAD_DDL = (
 
 def late_ddl(spec: PipelineSpec) -> str:
     """The late-records sink's columns (every operator's late frame has these)."""
-    from sluice.sources.parsing import SPARK_TYPES
+    from sluice.sources.base import SPARK_TYPES
 
     record = ", ".join(f"{quoted(c)} {SPARK_TYPES[kind]}" for c, kind in spec.source.schema)
     return (

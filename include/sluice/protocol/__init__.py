@@ -1,4 +1,12 @@
-"""The epoch protocol: plan -> process -> commit, with recovery (DESIGN.md §2)."""
+"""The epoch protocol: plan -> process -> commit, with recovery (DESIGN.md §2).
+
+``process_epoch`` and the runner (``run_epoch``, ``run_until_drained``, ``EpochOutcome``) load
+on first use: they bring in the operators and PySpark, which plan and commit (Airflow's light
+tasks) and DAG parsing never need.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from sluice.protocol.commit import commit_epoch
 from sluice.protocol.exceptions import (
@@ -27,7 +35,6 @@ from sluice.protocol.model import (
     Void,
 )
 from sluice.protocol.plan import plan_epoch
-from sluice.protocol.process import process_epoch
 from sluice.protocol.recovery import recover
 from sluice.protocol.repository import Repository
 from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
@@ -38,8 +45,11 @@ from sluice.protocol.retention import (
     delete_savepoint,
     take_savepoint,
 )
-from sluice.protocol.runner import EpochOutcome, run_epoch, run_until_drained
 from sluice.protocol.runtime import Runtime
+
+if TYPE_CHECKING:
+    from sluice.protocol.process import process_epoch
+    from sluice.protocol.runner import EpochOutcome, run_epoch, run_until_drained
 
 __all__ = [
     "ALL_FAULT_POINTS",
@@ -84,3 +94,16 @@ __all__ = [
     "run_until_drained",
     "take_savepoint",
 ]
+
+_SPARK_SIDE = {
+    "process_epoch": "sluice.protocol.process",
+    "EpochOutcome": "sluice.protocol.runner",
+    "run_epoch": "sluice.protocol.runner",
+    "run_until_drained": "sluice.protocol.runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPARK_SIDE:
+        return getattr(importlib.import_module(_SPARK_SIDE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,6 @@ from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
 from sluice.sinks import FilesSink, Sink
 from sluice.sources import FilesSource, Source
-from sluice.sources.nexmark import NexmarkSource
 from sluice.spec.exceptions import SpecError, SpecProblem
 from sluice.spec.loader import NAME_RE
 from sluice.spec.model import PipelineSpec, SinkSpec
@@ -109,6 +108,8 @@ def _source(spec: PipelineSpec, repo: Repository, connections: Mapping[str, str]
         source: Source = _construct(spec, "source", spec.source.type, cls, *args)
         return source
     if spec.source.type == "nexmark":
+        from sluice.sources.nexmark import NexmarkSource
+
         return NexmarkSource(spec.source)
     if spec.source.type == "kafka":
         from sluice.sources.kafka import KafkaSource

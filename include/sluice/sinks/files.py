@@ -32,8 +32,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import pyarrow.parquet as pq
-
 from sluice.sinks.base import Prepared, Sink, StagedFile
 from sluice.spec.model import SinkSpec
 from sluice.storage import ObjectStore, to_spark_uri
@@ -230,6 +228,8 @@ def read_rows(store: ObjectStore, format: str) -> list[dict[str, Any]]:
     file's columns, **as strings** (``None`` for a null): unlike Spark's reader, which infers
     their types, this does not guess (a timestamp comes back as ``"2026-01-01 00:01:00"``).
     """
+    import pyarrow.parquet as pq  # readers only: the sink itself writes through Spark
+
     rows: list[dict[str, Any]] = []
     for key in committed_keys(store):
         data = store.get(key)

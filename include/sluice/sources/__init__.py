@@ -1,9 +1,13 @@
 """Rewindable sources."""
 
+from typing import TYPE_CHECKING, Any
+
 from sluice.sources.base import RECORD_COLUMNS, Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset, SourceError
 from sluice.sources.files import FilesOffset, FilesRange, FilesSource
-from sluice.sources.nexmark import NexmarkOffset, NexmarkRange, NexmarkSource
+
+if TYPE_CHECKING:
+    from sluice.sources.nexmark import NexmarkOffset, NexmarkRange, NexmarkSource
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -19,3 +23,15 @@ __all__ = [
     "SourceError",
     "SourceRange",
 ]
+
+_NEXMARK = ("NexmarkOffset", "NexmarkRange", "NexmarkSource")
+
+
+def __getattr__(name: str) -> Any:
+    """The Nexmark source on first use: its generator loads numpy and pyarrow, which planning
+    a files source (and parsing the DAG file) never needs."""
+    if name in _NEXMARK:
+        from sluice.sources import nexmark
+
+        return getattr(nexmark, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

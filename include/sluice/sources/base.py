@@ -25,11 +25,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RECORD_COLUMNS", "Offset", "Source", "SourceRange"]
+__all__ = ["RECORD_COLUMNS", "SPARK_TYPES", "Offset", "Source", "SourceRange"]
 
 # _partition: source partition; _file: the object key the record came from; _major/_line:
 # position inside the partition; _raw: the record's text; _error: why it is a dead letter.
 RECORD_COLUMNS = ("_partition", "_file", "_major", "_line", "_raw", "_error")
+
+# The Spark SQL type of each column type a spec's ``source.schema`` names (as DDL text).
+SPARK_TYPES = {
+    "string": "string",
+    "int": "int",
+    "long": "bigint",
+    "double": "double",
+    "float": "float",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "date": "date",
+}
 
 
 @dataclass(frozen=True)

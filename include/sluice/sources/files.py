@@ -18,13 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-from pyspark.sql import functions as F
-
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
-from sluice.sources.footers import column_maxima, footers, types_of
-from sluice.sources.parsing import IndexedFile, parse_csv_lines, parse_json_lines, parse_parquet
 from sluice.spark import context_cache
 from sluice.spec.model import SourceSpec
 from sluice.storage import ObjectStore, to_spark_uri
@@ -211,6 +206,8 @@ class FilesSource(Source):
         or the Parquet row count from the footer."""
         data = self.store.get(key)
         if self.spec.format == "parquet":
+            import pyarrow.parquet as pq  # Parquet sources only (DAG parsing never counts)
+
             return int(pq.ParquetFile(io.BytesIO(data)).metadata.num_rows)
         lines = sum(1 for line in data.split(b"\n") if line.strip())
         if self.spec.format == "csv" and self.spec.header and lines:
@@ -261,6 +258,18 @@ class FilesSource(Source):
         return (len(behind), digest)  # only deletions of already-read files: fine
 
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
+        # Spark and pyarrow load here, in process: plan and commit (Airflow's light tasks) and
+        # DAG parsing use this class without either.
+        from pyspark.sql import functions as F
+
+        from sluice.sources.footers import footers, types_of
+        from sluice.sources.parsing import (
+            IndexedFile,
+            parse_csv_lines,
+            parse_json_lines,
+            parse_parquet,
+        )
+
         assert isinstance(rng, FilesRange)
         index = [
             IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
@@ -287,6 +296,8 @@ class FilesSource(Source):
         metas = self._footers.get(rng.files)
         if self.spec.format != "parquet" or metas is None:
             return {}
+        from sluice.sources.footers import column_maxima
+
         hints: dict[tuple[str, int], int | None] = {}
         running: dict[str, int] = {}
         for major, (key, high) in enumerate(

@@ -17,16 +17,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from sluice.nexmark import SPEC_SCHEMAS, EventKind, NexmarkConfig, generate
-from sluice.nexmark.generator import chunk_size
+from sluice.nexmark import SPEC_SCHEMAS, EventKind, NexmarkConfig
 from sluice.nexmark.model import AUCTION_PROPORTION, PERSON_PROPORTION, PROPORTION_DENOMINATOR
-from sluice.sources.base import Offset, Source, SourceRange
-from sluice.sources.parsing import SPARK_TYPES
+from sluice.nexmark.ranges import chunk_size
+from sluice.sources.base import SPARK_TYPES, Offset, Source, SourceRange
 from sluice.spec.model import SourceSpec
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
@@ -265,6 +263,10 @@ def _generate_slices(
 ) -> Iterator[pa.RecordBatch]:
     """On an executor: slice ``i`` holds events ``[first + i*size, first + (i+1)*size)``, cut
     at ``stop``."""
+    import pyarrow as pa  # the generator's libraries load where events are made, not to plan
+
+    from sluice.nexmark.generator import generate
+
     labels = pa.array([str(p) for p in range(partitions)])
     label = pa.scalar(f"nexmark:{kind.value}")
     for batch in batches:

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sluice.operators.sqltext import lit, quote
+from sluice.sources.base import SPARK_TYPES
 from sluice.sources.footers import ddl
 from sluice.spark import context_cache
 
@@ -49,16 +50,6 @@ class IndexedFile(NamedTuple):
 Index = list[IndexedFile]
 Schema = tuple[tuple[str, str], ...]
 
-SPARK_TYPES = {
-    "string": "string",
-    "int": "int",
-    "long": "bigint",
-    "double": "double",
-    "float": "float",
-    "boolean": "boolean",
-    "timestamp": "timestamp",
-    "date": "date",
-}
 _TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 _CORRUPT = "_corrupt"
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 from sluice.storage.base import ObjectInfo, ObjectStore, key_problem
 from sluice.storage.exceptions import (
@@ -26,8 +27,10 @@ from sluice.storage.manifest import (
     read_manifest,
     write_manifest,
 )
-from sluice.storage.s3 import S3ObjectStore
 from sluice.storage.s3options import S3Options
+
+if TYPE_CHECKING:
+    from sluice.storage.s3 import S3ObjectStore
 
 __all__ = [
     "CorruptObject",
@@ -60,12 +63,24 @@ def open_store(uri: str, *, s3: S3Options | None = None) -> ObjectStore:
     """The store for ``uri``; ``s3`` sets endpoint / region for ``s3://`` (default: boto3's)."""
     scheme, location = _parse(uri)
     if scheme == "s3":
+        from sluice.storage.s3 import S3ObjectStore
+
         bucket, _, prefix = location.partition("/")
         options = s3 or S3Options()
         return S3ObjectStore(
             bucket, prefix, endpoint_url=options.endpoint_url, region=options.region
         )
     return LocalObjectStore(location)
+
+
+def __getattr__(name: str) -> Any:
+    """``S3ObjectStore`` on first use: boto3 takes 0.05-0.1 s to import, which a DAG parse
+    or a pipeline on local storage never needs."""
+    if name == "S3ObjectStore":
+        from sluice.storage.s3 import S3ObjectStore
+
+        return S3ObjectStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_spark_uri(uri: str) -> str:
