@@ -37,7 +37,7 @@ from sluice.examples._sqlite import Options, quote, read_only
 from sluice.examples.exceptions import RangeChanged, SqliteSourceError
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.parsing import _typed
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.plugins import PluginSourceConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,7 +104,7 @@ class SqliteSource(Source):
 
     unit_name = "rows"
 
-    def __init__(self, spec: SourceSpec, options: dict[str, Any], event_time: str) -> None:
+    def __init__(self, spec: PluginSourceConfig, options: dict[str, Any], event_time: str) -> None:
         opts = Options("sqlite source", options, {"path", "table", "id_column", "rows_per_epoch"})
         self.spec = spec
         self.path = opts.text("path")

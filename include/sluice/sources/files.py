@@ -26,7 +26,7 @@ from sluice.sources.exceptions import FileBehindOffset
 from sluice.sources.footers import column_maxima, footers, types_of
 from sluice.sources.parsing import IndexedFile, parse_csv_lines, parse_json_lines, parse_parquet
 from sluice.spark import context_cache
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class FilesSource(Source):
 
     def __init__(
         self,
-        spec: SourceSpec,
+        spec: FilesSourceConfig,
         store: ObjectStore,
         *,
         required: tuple[str, ...] = (),
