@@ -27,6 +27,7 @@ from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PLUGIN_HINT, PluginSinkConfig, PluginSourceConfig
 from sluice.spec.components.postgres_sink import PostgresSinkConfig
+from sluice.spec.components.sqlite_source import SqliteSourceConfig
 from sluice.spec.components.windows import CountWindow, HoppingWindow, SessionWindow, TumblingWindow
 from sluice.spec.exceptions import SpecProblem
 from sluice.spec.problems import spec_problems
@@ -98,6 +99,7 @@ SOURCES: Registry[SourceConfig] = Registry("source", plugin=PluginSourceConfig)
 SOURCES.add(FilesSourceConfig)
 SOURCES.add(NexmarkSourceConfig)
 SOURCES.add(KafkaSourceConfig)
+SOURCES.add(SqliteSourceConfig)
 
 SINKS: Registry[SinkConfig] = Registry("sink", plugin=PluginSinkConfig)
 SINKS.add(FilesSinkConfig)

@@ -25,6 +25,7 @@ __all__ = ["KAFKA_METADATA", "KafkaSourceConfig", "kafka_source_spec"]
 KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 Pairs = tuple[tuple[str, str], ...]
 _DECLARE = "declare it in the schema"
+_FILES_ONLY = ("path", "max_files_per_epoch", "header", "partition_by")
 
 
 def _topics(value: Any) -> Any:
@@ -150,6 +151,13 @@ class KafkaSourceConfig(SourceConfig):
     def location(self) -> str:
         """The topics as one name, for messages: ``kafka://<servers>/<topic,...>``."""
         return f"kafka://{self.bootstrap_servers or self.connection}/{','.join(self.topics)}"
+
+    @classmethod
+    def unknown(cls, key: str) -> tuple[str, str]:
+        if key in _FILES_ONLY:
+            takes = sorted(set(cls.field_names()) - {"type"})
+            return "does not apply to a kafka source", f"remove it; a kafka source takes {takes}"
+        return super().unknown(key)
 
     def connection_ids(self) -> tuple[str, ...]:
         return (self.connection,) if self.connection else ()
