@@ -6,7 +6,29 @@ Messages name the pipeline, epoch and object key wherever they are known.
 
 from __future__ import annotations
 
-__all__ = ["SluiceError"]
+from dataclasses import dataclass
+
+__all__ = ["Problem", "SluiceError"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with what a user wrote (a spec, a run request): where (``field``, in
+    the dotted form the user wrote it: ``sinks[0].path``), what (``message``) and how to fix it.
+    """
+
+    field: str
+    message: str
+    fix: str = ""
+
+    @property
+    def problem(self) -> str:
+        """The message (the name spec problems have always used)."""
+        return self.message
+
+    def render(self, source: str) -> str:
+        fix = f" Fix: {self.fix}" if self.fix else ""
+        return f"{source}: {self.field}: {self.message}.{fix}"
 
 
 class SluiceError(Exception):

@@ -26,13 +26,8 @@ __all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "
 
 def describe_spec(spec: PipelineSpec) -> Table:
     table = Table(title=f"pipeline {spec.name}: valid", show_header=False)
-    src = spec.source
-    table.add_row(
-        "source",
-        f"{src.type} {src.format} at {src.path}"
-        + (f", {src.max_files_per_epoch} files/epoch" if src.max_files_per_epoch else ""),
-    )
-    table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in src.schema))
+    table.add_row("source", spec.source.describe())
+    table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in spec.source.schema))
     et = spec.event_time
     table.add_row(
         "event time",
@@ -51,14 +46,11 @@ def describe_spec(spec: PipelineSpec) -> Table:
         table.add_row("output", ", ".join(f"{c}: {t}" for c, t in proc.output))
     else:
         window = spec.windowing
-        table.add_row(
-            "window",
-            f"{window.type} {format_duration(window.size_us)} by {keys}, emit {spec.emit}",
-        )
+        table.add_row("window", f"{window.describe()} by {keys}, emit {spec.emit}")
         aggregates = ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates)
         table.add_row("aggregates", aggregates)
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
-        where = sink.type if sink.plugin else f"{sink.type} {sink.format} at {sink.path}"
+        where = sink.describe()
         if spec.stateless and sink is spec.late_records:
             where += " (stays empty: no window, so nothing is late)"
         table.add_row(f"sink {sink.name}", where)
@@ -366,7 +358,8 @@ def _results_table(rt: Runtime, limit: int = 15) -> Table:
     import pyarrow.dataset as ds
 
     sink = rt.spec.sinks[0]
-    path = sink.path[len("file://") :] if sink.path.startswith("file://") else sink.path
+    path = sink.storage_path() or ""  # the demo writes files
+    path = path.removeprefix("file://")
     rows = ds.dataset(path, format="parquet").to_table().to_pylist() if Path(path).exists() else []
     rows.sort(
         key=lambda r: (r["window_start"], str(r.get(rt.spec.key_by[0]) if rt.spec.key_by else ""))

@@ -135,7 +135,7 @@ def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
     }
     aggregates = finalize_columns(spec, types)
     names = {a.name for a in spec.aggregates}
-    if spec.windowing.type == "count":
+    if spec.windowing.counted:
         windows = frame.where(F.col("_wi") != COUNTER).select(
             F.lit("window").alias("kind"),
             *keys,

@@ -1,5 +1,6 @@
 """End to end: a spec YAML whose source and sinks are the worked examples, named by
-``module:Class``, runs epoch by epoch and its tables hold exactly the hand-computed result."""
+``module:Class`` (the source also as the registered ``type: sqlite``), runs epoch by epoch and
+its tables hold exactly the hand-computed result."""
 
 from __future__ import annotations
 
@@ -8,18 +9,26 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sluice.examples.sqlite_sink import read_table, staging_tables
 from sluice.protocol import run_until_drained
 from sluice.spec import load_spec
 
 from tests.fixtures.pipelines import runtime
 
-SPEC = """
-name: sqlite_clicks
-source:
+PLUGIN_SOURCE = """
   type: sluice.examples:SqliteSource
   schema: {{user: string, ts: timestamp, amount: double}}
-  options: {{path: {db}, table: clicks, rows_per_epoch: 4}}
+  options: {{path: {db}, table: clicks, rows_per_epoch: 4}}"""
+TYPED_SOURCE = """
+  type: sqlite
+  schema: {{user: string, ts: timestamp, amount: double}}
+  path: {db}
+  table: clicks
+  rows_per_epoch: 4"""
+SPEC = """
+name: sqlite_clicks
+source: {source}
 event_time: {{column: ts, max_out_of_orderness: 0s}}
 key_by: [user]
 window: {{type: tumbling, size: 1m}}
@@ -51,7 +60,10 @@ def T(minute_second: str) -> str:
     return f"2026-01-01T00:{minute_second}.000000Z"
 
 
-def test_a_pipeline_of_plugins_runs_to_the_hand_computed_result(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", [PLUGIN_SOURCE, TYPED_SOURCE], ids=["plugin", "type-sqlite"])
+def test_a_pipeline_of_plugins_runs_to_the_hand_computed_result(
+    spark: Any, tmp_path: Path, source: str
+) -> None:
     db, out = tmp_path / "in.db", tmp_path / "out.db"
     with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute("CREATE TABLE clicks (id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT, "
@@ -61,7 +73,9 @@ def test_a_pipeline_of_plugins_runs_to_the_hand_computed_result(spark: Any, tmp_
             [(u, ts and f"2026-01-01T00:{ts}Z", a) for u, ts, a in CLICKS],
         )
     spec_path = tmp_path / "sqlite_clicks.yaml"
-    spec_path.write_text(SPEC.format(db=db, out=out, ckpt=tmp_path / "ckpt"))
+    spec_path.write_text(
+        SPEC.format(source=source.format(db=db), db=db, out=out, ckpt=tmp_path / "ckpt")
+    )
     rt = runtime(load_spec(spec_path))
 
     outcomes = run_until_drained(rt, spark)

@@ -10,7 +10,7 @@ import pytest
 from sluice.examples import SqliteSink
 from sluice.examples.exceptions import SqliteSinkError
 from sluice.examples.sqlite_sink import FENCE_TABLE, read_table, staging_tables
-from sluice.spec import SinkSpec
+from sluice.spec import PluginSinkConfig
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
 
 
@@ -18,7 +18,7 @@ def sqlite_harness(tmp_path: Path, mode: str) -> Harness:
     db = str(tmp_path / "out.db")
     options = {"path": db, "table": "clicks"}
     keys = KEYS if mode == "upsert" else ()
-    spec = SinkSpec("out", "sluice.examples:SqliteSink", "", mode=mode,  # type: ignore[arg-type]
+    spec = PluginSinkConfig(name="out", type="sluice.examples:SqliteSink", mode=mode,  # type: ignore[arg-type]
                     keys=keys, options=tuple(sorted(options.items())))  # fmt: skip
     return Harness(
         make=lambda: SqliteSink(spec, dict(options), "contract"),

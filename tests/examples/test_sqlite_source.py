@@ -13,10 +13,10 @@ import pytest
 from sluice.examples import SqliteOffset, SqliteRange, SqliteSource
 from sluice.examples.exceptions import InvalidOptions, RangeChanged, SqliteSourceError
 from sluice.sources import RECORD_COLUMNS
-from sluice.spec import SourceSpec
+from sluice.spec import PluginSourceConfig
 
 SCHEMA = (("user", "string"), ("ts", "timestamp"), ("amount", "double"), ("ok", "boolean"))
-SPEC = SourceSpec("sluice.examples:SqliteSource", "", "parquet", SCHEMA)
+SPEC = PluginSourceConfig(type="sluice.examples:SqliteSource", schema=SCHEMA)
 
 
 def make_table(path: Path, rows: list[tuple[Any, ...]]) -> None:

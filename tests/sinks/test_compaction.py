@@ -24,7 +24,7 @@ from sluice.sinks.compaction import (
     compact,
 )
 from sluice.sinks.files import committed_keys, read_rows, read_upsert
-from sluice.spec import SinkSpec, parse_spec
+from sluice.spec import FilesSinkConfig, parse_spec
 from sluice.storage import ObjectStore, open_store, to_spark_uri
 from sluice.testing.sink_contract import KEYS, changelog
 
@@ -56,7 +56,9 @@ def click_rows(count: int, start: int, users: tuple[str, ...] = ("u",)) -> list[
     return [(users[i % len(users)], i, at(i), i * 1.5) for i in range(start, start + count)]
 
 
-def committed_tree(spark: Any, root: Path, spec: SinkSpec, frames: list[tuple[int, Any]]) -> Tree:
+def committed_tree(
+    spark: Any, root: Path, spec: FilesSinkConfig, frames: list[tuple[int, Any]]
+) -> Tree:
     """Commit each (epoch, frame) through a real files sink; the committed files' bytes."""
     store = open_store(str(root))
     sink = FilesSink(spec, store)
@@ -84,17 +86,17 @@ def trees(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tre
         mp.setattr(files_module, "ROWS_PER_FILE", 2)  # epoch 2's 4 rows: two files
         append_frames = [(e, clicks(e, 4 if e == 2 else 2)) for e in range(1, 6)]
         append = committed_tree(
-            spark, root / "append", SinkSpec("out", "files", "-"), append_frames
+            spark, root / "append", FilesSinkConfig(name="out", path="-"), append_frames
         )
     by_epoch: dict[int, Any] = {}
     for epoch, rows, op in UPSERT_EPOCHS:
         df = changelog(spark, epoch, rows, op)[0]
         by_epoch[epoch] = by_epoch[epoch].unionAll(df) if epoch in by_epoch else df
-    upsert_spec = SinkSpec(
-        "out", "files", "-", mode="upsert", keys=KEYS, partition_by=("window_start",)
+    upsert_spec = FilesSinkConfig(
+        name="out", path="-", mode="upsert", keys=KEYS, partition_by=("window_start",)
     )
     upsert = committed_tree(spark, root / "upsert", upsert_spec, sorted(by_epoch.items()))
-    jsonl_spec = SinkSpec("out", "files", "-", "jsonl", partition_by=("user",))
+    jsonl_spec = FilesSinkConfig(name="out", path="-", format="jsonl", partition_by=("user",))
     jsonl_frames = [(e, clicks(e, 4, ("a", "b"))) for e in range(1, 5)]
     jsonl = committed_tree(spark, root / "jsonl", jsonl_spec, jsonl_frames)
     return {"append": append, "upsert": upsert, "jsonl": jsonl}

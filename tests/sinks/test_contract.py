@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 from sluice.sinks.files import STAGING, FilesSink, read_rows, read_upsert
-from sluice.spec import SinkSpec
+from sluice.spec import DeltaSinkConfig, FilesSinkConfig, PostgresSinkConfig
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract
 
 from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
 
 
 def _files(ws: Workspace, mode: str, fmt: str = "parquet") -> Harness:
-    spec = SinkSpec("out", "files", ws.uri("out"), fmt, mode, keys=KEYS if mode == "upsert" else ())  # type: ignore[arg-type]
+    spec = FilesSinkConfig(name="out", path=ws.uri("out"), format=fmt, mode=mode,  # type: ignore[arg-type]
+                           keys=KEYS if mode == "upsert" else ())  # fmt: skip
     store = ws.store("out")
 
     def rows() -> list[dict[str, Any]]:
@@ -53,7 +54,7 @@ def _postgres(url: str, mode: str) -> Harness:
     from sluice.sinks.postgres import PostgresSink, read_table, staging_tables
 
     pipeline, table = f"contract_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:8]}"
-    spec = SinkSpec("out", "postgres", "", mode=mode, table=table, connection="c",  # type: ignore[arg-type]
+    spec = PostgresSinkConfig(name="out", mode=mode, table=table, connection="c",  # type: ignore[arg-type]
                     keys=KEYS if mode == "upsert" else ())  # fmt: skip
 
     return Harness(
@@ -79,7 +80,7 @@ def _delta(spark: Any, ws: Workspace, mode: str) -> Harness:
     from sluice.sinks.delta import STAGING as DELTA_STAGING
     from sluice.sinks.delta import DeltaSink, read_table
 
-    spec = SinkSpec("out", "delta", ws.uri("lake"), mode=mode,  # type: ignore[arg-type]
+    spec = DeltaSinkConfig(name="out", path=ws.uri("lake"), mode=mode,  # type: ignore[arg-type]
                     keys=KEYS if mode == "upsert" else ())  # fmt: skip
     return Harness(
         make=lambda: DeltaSink(spec, ws.store("lake"), "contract", lambda: spark),

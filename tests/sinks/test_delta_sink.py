@@ -22,7 +22,7 @@ from sluice.sinks.delta import (
     txn_version,
 )
 from sluice.spark import delta_jar
-from sluice.spec import SinkSpec
+from sluice.spec import DeltaSinkConfig
 from sluice.storage import to_spark_uri
 
 from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
@@ -60,10 +60,9 @@ def changelog(
 def make_sink(
     ws: Workspace, spark: Any, mode: str = "append", partition_by: tuple[str, ...] = ()
 ) -> DeltaSink:
-    spec = SinkSpec(
-        "lake",
-        "delta",
-        ws.uri("lake"),
+    spec = DeltaSinkConfig(
+        name="lake",
+        path=ws.uri("lake"),
         mode=mode,  # type: ignore[arg-type]
         partition_by=partition_by,
         keys=KEYS if mode == "upsert" else (),

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import sluice.sinks.files as files_module
 from sluice.sinks import FilesSink, Prepared
-from sluice.spec import SinkSpec
+from sluice.spec import FilesSinkConfig
 
 from tests.fixtures.pipelines import Workspace
 
@@ -32,7 +32,7 @@ def frame(spark: Any, rows: list[tuple[Any, ...]], partitions: int = 1) -> Any:
 
 
 def make_sink(ws: Workspace, fmt: str = "parquet") -> FilesSink:
-    return FilesSink(SinkSpec("out", "files", ws.uri("out"), fmt), ws.store("out"))  # type: ignore[arg-type]
+    return FilesSink(FilesSinkConfig(name="out", path=ws.uri("out"), format=fmt), ws.store("out"))  # type: ignore[arg-type]
 
 
 def local_dir(ws: Workspace) -> str:
@@ -259,7 +259,7 @@ PARTITIONED_USERS = {
 
 
 def make_partitioned_sink(ws: Workspace, fmt: str = "parquet", by: str = "user") -> FilesSink:
-    spec = SinkSpec("out", "files", ws.uri("out"), fmt, partition_by=(by,))  # type: ignore[arg-type]
+    spec = FilesSinkConfig(name="out", path=ws.uri("out"), format=fmt, partition_by=(by,))  # type: ignore[arg-type]
     return FilesSink(spec, ws.store("out"))
 
 

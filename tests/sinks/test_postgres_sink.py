@@ -29,7 +29,7 @@ from sluice.sinks.postgres import (
     staging_name,
     staging_tables,
 )
-from sluice.spec import SinkSpec
+from sluice.spec import PostgresSinkConfig
 from sluice.testing.sink_contract import KEYS, changelog
 
 # Trust authentication ignores it, so it can travel the whole path and be looked for.
@@ -56,7 +56,7 @@ def tag() -> str:
 
 def make_sink(url: str, table: str, mode: str = "append", pipeline: str = "p", **kw: Any) -> Any:
     keys = KEYS if mode == "upsert" else ()
-    spec = SinkSpec(kw.pop("name", "out"), "postgres", "", mode=mode, table=table,  # type: ignore[arg-type]
+    spec = PostgresSinkConfig(name=kw.pop("name", "out"), mode=mode, table=table,  # type: ignore[arg-type]
                     connection="warehouse", keys=kw.pop("keys", keys))  # fmt: skip
     return PostgresSink(spec, url, pipeline)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.sources.files import FilesOffset, FilesSource
-from sluice.spec.model import SourceSpec
+from sluice.spec import FilesSourceConfig
 
 from tests.fixtures.pipelines import Workspace
 
@@ -15,7 +15,8 @@ KEYS = ["a/0001.jsonl", "a/0002.jsonl", "b/0001.jsonl", "b/0002.jsonl", "c/0001.
 
 
 def _source(ws: Workspace, partition_by: str = "directory") -> FilesSource:
-    spec = SourceSpec("files", ws.uri("in"), "jsonl", SCHEMA, None, True, partition_by)  # type: ignore[arg-type]
+    spec = FilesSourceConfig(path=ws.uri("in"), format="jsonl", schema=SCHEMA,
+                             partition_by=partition_by)  # type: ignore[arg-type]  # fmt: skip
     return FilesSource(spec, ws.store("in"), required=("ts",))
 
 

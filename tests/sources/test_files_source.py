@@ -13,7 +13,7 @@ import pytest
 from sluice.protocol import plan_epoch, run_epoch
 from sluice.sources import RECORD_COLUMNS, FileBehindOffset, FilesOffset, FilesRange, FilesSource
 from sluice.sources.files import key_digest
-from sluice.spec import SourceSpec
+from sluice.spec import FilesSourceConfig
 
 from tests.fixtures.pipelines import Workspace, click_spec, runtime
 
@@ -23,7 +23,8 @@ LINE = b'{"user": "u1", "url": "/", "ts": "2026-01-01T00:00:01Z", "amount": 1.0}
 
 def source(ws: Workspace, *, fmt: str = "jsonl", cap: int | None = None,
            history: Any = lambda units_of: set(), header: bool = True) -> FilesSource:  # fmt: skip
-    spec = SourceSpec("files", ws.uri("in"), fmt, SCHEMA, cap, header)  # type: ignore[arg-type]
+    spec = FilesSourceConfig(path=ws.uri("in"), format=fmt, schema=SCHEMA,  # type: ignore[arg-type]
+                             max_files_per_epoch=cap, header=header)  # fmt: skip
     return FilesSource(spec, ws.store("in"), required=("ts",), history=history)
 
 

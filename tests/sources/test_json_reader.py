@@ -30,7 +30,7 @@ from sluice.sources.parsing import (
     _timestamp_shape,
     parse_json_frame,
 )
-from sluice.spec import SourceSpec
+from sluice.spec import FilesSourceConfig
 
 from tests.fixtures.pipelines import Workspace
 
@@ -116,7 +116,7 @@ STILL_DEAD = [
 
 
 def _source(ws: Workspace, fmt: str = "jsonl", schema: Any = SCHEMA) -> FilesSource:
-    spec = SourceSpec("files", ws.uri("in"), fmt, schema, None, False)  # type: ignore[arg-type]
+    spec = FilesSourceConfig(path=ws.uri("in"), format=fmt, schema=schema, header=False)  # type: ignore[arg-type]
     return FilesSource(spec, ws.store("in"), required=("ts",))
 
 

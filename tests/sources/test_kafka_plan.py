@@ -17,7 +17,7 @@ from sluice.sources.kafka import (
     kafka_source_spec,
     spread,
 )
-from sluice.spec import SpecError, parse_spec
+from sluice.spec import KafkaSourceConfig, SpecError, parse_spec
 
 SCHEMA = (("user", "string"), ("ts", "timestamp"))
 
@@ -120,8 +120,8 @@ def test_spec_fields_are_checked_by_name() -> None:
         "checkpoint": {"storage": "/tmp/c"},
     }  # fmt: skip
     spec = parse_spec(body)
-    assert spec.source.type == "kafka" and spec.source.option("topics") == ("clicks",)
-    assert dict(spec.source.option("metadata")) == {"ts": "timestamp", "user": "header:user-id"}
+    assert isinstance(spec.source, KafkaSourceConfig) and spec.source.topics == ("clicks",)
+    assert dict(spec.source.metadata) == {"ts": "timestamp", "user": "header:user-id"}
     bad = dict(body, source=dict(body["source"], metadata={"ts": "time", "nope": "key"},
                                  on_missing_offsets="skip", topics=[]))  # fmt: skip
     with pytest.raises(SpecError) as refused:

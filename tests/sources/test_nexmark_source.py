@@ -21,7 +21,7 @@ from sluice.sources.nexmark import (
     count_events,
     nexmark_source_spec,
 )
-from sluice.spec import SpecError, parse_spec
+from sluice.spec import NexmarkSourceConfig, SpecError, parse_spec
 
 
 def source(events: str = "bid", **options: Any) -> NexmarkSource:
@@ -146,7 +146,8 @@ def test_spec_builds_the_source(tmp_path: Path) -> None:
                      first_event=50, generator={"seed": 3, "events_per_second": 100})  # fmt: skip
     spec = parse_spec(data)
     assert spec.source.type == "nexmark"
-    assert spec.source.path == "nexmark://bid"
+    assert isinstance(spec.source, NexmarkSourceConfig)
+    assert spec.source.location == "nexmark://bid" and not hasattr(spec.source, "path")
     assert spec.source.schema == tuple(SPEC_SCHEMAS[EventKind.BID].items())
     rt = Runtime.build(spec, clock=time.time, new_attempt_id=lambda: "a1")
     src = rt.source

@@ -48,7 +48,8 @@ def test_plugin_source_and_sinks_parse_without_importing(tmp_path: Path) -> None
     data["late_records"] = {"type": SINK, "options": {"table": "late"}}
     data["dead_letters"] = {"type": SINK}
     spec = parse_spec(data, origin=ORIGIN)
-    assert spec.source.type == SOURCE and spec.source.plugin and spec.source.path == ""
+    assert spec.source.type == SOURCE and spec.source.plugin
+    assert spec.source.storage_path() is None and not hasattr(spec.source, "path")
     assert spec.source.options == (
         ("rows_per_epoch", 10),
         ("table", "clicks"),

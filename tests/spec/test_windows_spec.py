@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from sluice.spec import parse_spec
+from sluice.spec.components.windows import CountWindow, HoppingWindow, SessionWindow, TumblingWindow
 from sluice.spec.model import WindowSpec
 
 from tests.spec.test_loader import ORIGIN, base, only_problem
@@ -16,18 +17,18 @@ from tests.spec.test_loader import ORIGIN, base, only_problem
 @pytest.mark.parametrize(
     ("window", "expected"),
     [
-        ({"type": "tumbling", "size": "1m"}, WindowSpec("tumbling", 60_000_000, 60_000_000)),
+        ({"type": "tumbling", "size": "1m"}, TumblingWindow(size_us=60_000_000)),
         (
             {"type": "hopping", "size": "10s", "slide": "2s"},
-            WindowSpec("hopping", size_us=10_000_000, slide_us=2_000_000),
+            HoppingWindow(size_us=10_000_000, slide_us=2_000_000),
         ),
-        ({"type": "session", "gap": "30s"}, WindowSpec("session", gap_us=30_000_000)),
+        ({"type": "session", "gap": "30s"}, SessionWindow(gap_us=30_000_000)),
         (
             {"type": "session", "gap": "30s", "max_duration": "10m"},
-            WindowSpec("session", gap_us=30_000_000, max_duration_us=600_000_000),
+            SessionWindow(gap_us=30_000_000, max_duration_us=600_000_000),
         ),
-        ({"type": "count", "count": 5}, WindowSpec("count", count=5, count_slide=5)),
-        ({"type": "count", "count": 5, "slide": 2}, WindowSpec("count", count=5, count_slide=2)),
+        ({"type": "count", "count": 5}, CountWindow(count=5, count_slide=5)),
+        ({"type": "count", "count": 5, "slide": 2}, CountWindow(count=5, count_slide=2)),
     ],
 )
 def test_every_window_type_parses(

@@ -87,15 +87,15 @@ def trigger_params() -> dict[str, Param]:
 
 
 def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
-    if sink.type == "postgres":  # the connection id, not its host: no secret, no lookup
-        schema, _, table = (sink.table or "").rpartition(".")
-        uri = f"sluice-postgres://{sink.connection}/{schema or 'public'}/{table}"
-    elif sink.plugin:  # a user-written sink: no location Sluice knows of
+    table, path = sink.table_ref(), sink.storage_path()
+    if table is not None:  # the connection id, not its host: no secret, no lookup
+        uri = "sluice-postgres://{}/{}/{}".format(*table)
+    elif path is None:  # a user-written sink: no location Sluice knows of
         uri = f"sluice-plugin://{spec.name}/{sink.name}"
-    elif "://" in sink.path:
-        uri = sink.path
+    elif "://" in path:
+        uri = path
     else:
-        uri = Path(sink.path).resolve().as_uri()
+        uri = Path(path).resolve().as_uri()
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
@@ -222,15 +222,15 @@ def _operator(spec: PipelineSpec) -> str:
         return "stateless (select / filter, every accepted record appended; no state)"
     if spec.process is not None:
         return f"process function `{spec.process.function}` by {keys}"
-    return f"{spec.windowing.type} windows by {keys}, emit {spec.emit}"
+    return f"{spec.windowing.describe()} windows by {keys}, emit {spec.emit}"
 
 
 def _doc(spec: PipelineSpec, spec_file: str) -> str:
-    sinks = ", ".join(f"`{s.name}` → `{s.path or s.table}`" for s in spec.sinks)
+    sinks = ", ".join(f"`{s.name}` → {s.describe()}" for s in spec.sinks)
     return (
         f"### Sluice pipeline `{spec.name}`\n\n"
-        f"Spec: `{spec_file}`. Source: {spec.source.type} `{spec.source.path}` "
-        f"({spec.source.format}); {_operator(spec)}. Sinks: {sinks}. One run = one epoch "
+        f"Spec: `{spec_file}`. Source: {spec.source.describe()}; "
+        f"{_operator(spec)}. Sinks: {sinks}. One run = one epoch "
         f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
         f"{spec.qos}).\n\n"
         "Trigger with config to cap the epoch (`max_records`), to restore from a "

@@ -64,13 +64,11 @@ def _uri(path: str) -> str | None:
 
 
 def _output(sink: SinkSpec) -> str | None:
-    if sink.plugin:  # a user-written sink: no location Sluice knows of
-        return None
-    if sink.type == "postgres":
-        table = sink.table or ""
-        table = table if "." in table else f"public.{table}"
-        return f"sluice-postgres://{(sink.connection or '').lower()}/{table.lower()}"
-    return _uri(sink.path) if sink.path else None
+    table, path = sink.table_ref(), sink.storage_path()
+    if table is not None:
+        connection, schema, name = table
+        return f"sluice-postgres://{connection.lower()}/{schema.lower()}.{name.lower()}"
+    return _uri(path) if path else None  # None: a plugin, no location Sluice knows of
 
 
 def locations(spec: PipelineSpec, spec_file: str | Path) -> list[Location]:
@@ -82,9 +80,9 @@ def locations(spec: PipelineSpec, spec_file: str | Path) -> list[Location]:
         if uri is not None:
             found.append(Location(spec_file, spec.name, field, kind, uri))
 
-    source = spec.source
-    if source.type == "files" and not source.plugin and source.path:
-        add("source.path", INPUT, _uri(source.path))
+    read = spec.source.storage_path()
+    if read:
+        add("source.path", INPUT, _uri(read))
     for sink in spec.sinks:
         add(f"sinks.{sink.name}", OUTPUT, _output(sink))
     for side in (spec.late_records, spec.dead_letters):

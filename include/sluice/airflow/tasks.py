@@ -55,9 +55,8 @@ def spec_connections(spec: PipelineSpec) -> dict[str, str]:
     backend). A missing one is left out; the sink or source then fails with what to define."""
     env = connections_from_env(os.environ)
     found: dict[str, str] = {}
-    ids = [sink.connection for sink in (*spec.sinks, spec.late_records, spec.dead_letters)]
-    if spec.source.type == "kafka":
-        ids.append(spec.source.option("connection"))
+    parts = (spec.source, *spec.sinks, spec.late_records, spec.dead_letters)
+    ids = [conn_id for part in parts for conn_id in part.connection_ids()]
     for conn_id in ids:
         if conn_id is None or conn_id in found:
             continue

@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 from sluice.examples._sqlite import Options, quote, read_only, transaction
 from sluice.examples.exceptions import SqliteSinkError, StagingTableMissing
 from sluice.sinks.base import Prepared, Sink
-from sluice.spec.model import SinkSpec
+from sluice.spec.components.plugins import PluginSinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -68,7 +68,7 @@ class SqliteSink(Sink):
     """Writes ``options.table`` in the SQLite file ``options.path``. Built by the engine as
     ``SqliteSink(spec, options, pipeline_name)``."""
 
-    def __init__(self, spec: SinkSpec, options: dict[str, Any], pipeline: str) -> None:
+    def __init__(self, spec: PluginSinkConfig, options: dict[str, Any], pipeline: str) -> None:
         opts = Options(f"pipeline {pipeline}, sink {spec.name}", options, {"path", "table"})
         if spec.mode == "upsert" and not spec.keys:
             raise SqliteSinkError(f"pipeline {pipeline}, sink {spec.name}: upsert needs keys")

@@ -37,7 +37,7 @@ from sluice.examples._sqlite import Options, quote, read_only
 from sluice.examples.exceptions import RangeChanged, SqliteSourceError
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.parsing import _typed
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.base import SourceConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,11 +100,12 @@ class SqliteRange(SourceRange):
 class SqliteSource(Source):
     """Rows of ``options.table`` in ``options.path``, in id order, at most
     ``options.rows_per_epoch`` per epoch. Built by the engine as
-    ``SqliteSource(spec, options, event_time_column)``."""
+    ``SqliteSource(spec, options, event_time_column)``, for ``type: sqlite`` (its config's
+    settings as options) and ``type: sluice.examples:SqliteSource``."""
 
     unit_name = "rows"
 
-    def __init__(self, spec: SourceSpec, options: dict[str, Any], event_time: str) -> None:
+    def __init__(self, spec: SourceConfig, options: dict[str, Any], event_time: str) -> None:
         opts = Options("sqlite source", options, {"path", "table", "id_column", "rows_per_epoch"})
         self.spec = spec
         self.path = opts.text("path")

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
 from sluice.sinks.base import Prepared, Sink
-from sluice.spec.model import SinkSpec
+from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class DeltaSink(Sink):
 
     def __init__(
         self,
-        spec: SinkSpec,
+        spec: DeltaSinkConfig,
         store: ObjectStore,
         pipeline: str,
         spark: Callable[[], SparkSession],

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from sluice.sinks.base import Prepared, Sink, StagedFile
-from sluice.spec.model import SinkSpec
+from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class FilesSink(Sink):
     supports_retraction = True
     counts_rows = True
 
-    def __init__(self, spec: SinkSpec, store: ObjectStore) -> None:
+    def __init__(self, spec: FilesSinkConfig, store: ObjectStore) -> None:
         self.name = spec.name
         self.spec = spec
         self.store = store

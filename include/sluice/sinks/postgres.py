@@ -50,7 +50,7 @@ from psycopg2 import sql
 
 from sluice.exceptions import SluiceError
 from sluice.sinks.base import Prepared, Sink
-from sluice.spec.model import SinkSpec
+from sluice.spec.components.postgres_sink import PostgresSinkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -268,7 +268,7 @@ class PostgresSink(Sink):
 
     supports_retraction = True
 
-    def __init__(self, spec: SinkSpec, url: str, pipeline: str) -> None:
+    def __init__(self, spec: PostgresSinkConfig, url: str, pipeline: str) -> None:
         if not spec.table:
             raise PostgresSinkError(f"pipeline {pipeline}, sink {spec.name}: no table")
         if spec.mode == "upsert" and not spec.keys:

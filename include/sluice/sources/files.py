@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset
 from sluice.spark import context_cache
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class FilesSource(Source):
 
     def __init__(
         self,
-        spec: SourceSpec,
+        spec: FilesSourceConfig,
         store: ObjectStore,
         *,
         required: tuple[str, ...] = (),

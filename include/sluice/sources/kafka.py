@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.exceptions import SluiceError
 from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.kafka_source import KafkaSourceConfig, kafka_source_spec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -59,42 +59,6 @@ _TIMEOUT_S = 30.0
 _LOG = logging.getLogger("sluice.kafka")
 # KafkaError codes of a refused login: SASL failed (-169) or the broker said so (58).
 _AUTH_ERRORS = (-169, 58)
-
-
-def kafka_source_spec(
-    topics: list[str],
-    bootstrap_servers: str | None,
-    schema: tuple[tuple[str, str], ...],
-    *,
-    connection: str | None = None,
-    metadata: Mapping[str, str] | None = None,
-    max_records_per_epoch: int | None = None,
-    on_missing_offsets: str = "fail",
-    kafka: Mapping[str, str] | None = None,
-    value_format: str = "jsonl",
-    decode: Mapping[str, str] | None = None,
-) -> SourceSpec:
-    """The :class:`SourceSpec` of a kafka source (what the spec loader builds)."""
-    options: dict[str, Any] = {
-        "topics": tuple(topics),
-        "bootstrap_servers": bootstrap_servers,
-        "on_missing_offsets": on_missing_offsets,
-        "metadata": tuple(sorted((metadata or {}).items())),
-        "kafka": tuple(sorted((kafka or {}).items())),
-        "value_format": value_format,
-        "decode": tuple(sorted((decode or {}).items())),
-    }
-    if max_records_per_epoch is not None:
-        options["max_records_per_epoch"] = max_records_per_epoch
-    if connection is not None:
-        options["connection"] = connection
-    return SourceSpec(
-        type="kafka",
-        path=f"kafka://{bootstrap_servers or connection}/{','.join(topics)}",
-        format="jsonl",
-        schema=schema,
-        options=tuple(sorted(options.items())),
-    )
 
 
 class KafkaSourceError(SluiceError):
@@ -234,13 +198,13 @@ def _metadata(consumer: Any, topic: str, refused: list[str]) -> Any:
 
 
 class KafkaSource(Source):
-    """The topics of ``spec.options`` (see :func:`sluice.spec.loader` for the settings)."""
+    """The topics of a :class:`KafkaSourceConfig` (docs/kafka.md for the settings)."""
 
     unit_name = "records"
 
     def __init__(
         self,
-        spec: SourceSpec,
+        spec: KafkaSourceConfig,
         *,
         required: tuple[str, ...] = (),
         client: Any = None,
@@ -250,16 +214,16 @@ class KafkaSource(Source):
         (None when it is not defined: the first use of the broker then says so)."""
         self.spec = spec
         self.required = required
-        self.topics: tuple[str, ...] = tuple(spec.option("topics", ()))
-        self.bootstrap: str | None = spec.option("bootstrap_servers")
-        self.connection_id: str | None = spec.option("connection")
+        self.topics: tuple[str, ...] = spec.topics
+        self.bootstrap: str | None = spec.bootstrap_servers
+        self.connection_id: str | None = spec.connection
         self._connection = connection
-        self.per_epoch: int | None = spec.option("max_records_per_epoch")
-        self.on_missing: str = spec.option("on_missing_offsets", "fail")
-        self.metadata: dict[str, str] = dict(spec.option("metadata", ()))
-        self.settings: dict[str, str] = dict(spec.option("kafka", ()))
-        self.raw = spec.option("value_format", "jsonl") == "raw"
-        self.decode: dict[str, str] = dict(spec.option("decode", ()))
+        self.per_epoch: int | None = spec.max_records_per_epoch
+        self.on_missing: str = spec.on_missing_offsets
+        self.metadata: dict[str, str] = dict(spec.metadata)
+        self.settings: dict[str, str] = dict(spec.kafka)
+        self.raw = spec.format == "raw"
+        self.decode: dict[str, str] = dict(spec.decode)
         self._client = client
 
     def skipping_missing_input(self) -> KafkaSource:

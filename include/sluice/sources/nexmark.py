@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.nexmark import SPEC_SCHEMAS, EventKind, NexmarkConfig
+from sluice.nexmark import EventKind, NexmarkConfig
 from sluice.nexmark.model import AUCTION_PROPORTION, PERSON_PROPORTION, PROPORTION_DENOMINATOR
 from sluice.nexmark.ranges import chunk_size
 from sluice.sources.base import SPARK_TYPES, Offset, Source, SourceRange
-from sluice.spec.model import SourceSpec
+from sluice.spec.components.nexmark_source import (
+    DEFAULT_EVENTS_PER_EPOCH,
+    NexmarkSourceConfig,
+    nexmark_source_spec,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,7 +40,6 @@ __all__ = [
     "nexmark_source_spec",
 ]
 
-DEFAULT_EVENTS_PER_EPOCH = 100_000
 _MIN_SLICE = 4_096  # events per generator call on an executor, at least (amortises overhead)
 
 # Where each kind sits in a block of PROPORTION_DENOMINATOR event ids: [low, high).
@@ -45,36 +48,6 @@ _BANDS: dict[EventKind, tuple[int, int]] = {
     EventKind.AUCTION: (PERSON_PROPORTION, PERSON_PROPORTION + AUCTION_PROPORTION),
     EventKind.BID: (PERSON_PROPORTION + AUCTION_PROPORTION, PROPORTION_DENOMINATOR),
 }
-
-
-def nexmark_source_spec(
-    events: str = "bid",
-    *,
-    max_events: int | None = None,
-    events_per_epoch: int = DEFAULT_EVENTS_PER_EPOCH,
-    partitions: int = 1,
-    first_event: int = 0,
-    generator: Mapping[str, int] | None = None,
-) -> SourceSpec:
-    """The :class:`SourceSpec` of a nexmark source (what the spec loader builds): path
-    ``nexmark://<kind>``, the kind's columns as schema, the settings in ``options``."""
-    kind = EventKind(events)
-    options: dict[str, Any] = {
-        "events": kind.value,
-        "events_per_epoch": events_per_epoch,
-        "partitions": partitions,
-        "first_event": first_event,
-        "generator": tuple(sorted((generator or {}).items())),
-    }
-    if max_events is not None:
-        options["max_events"] = max_events
-    return SourceSpec(
-        type="nexmark",
-        path=f"nexmark://{kind.value}",
-        format="parquet",
-        schema=tuple(SPEC_SCHEMAS[kind].items()),
-        options=tuple(sorted(options.items())),
-    )
 
 
 def count_events(kind: EventKind, start: int, stop: int, config: NexmarkConfig) -> int:
@@ -140,21 +113,19 @@ class NexmarkSource(Source):
     max_events)`` (unbounded without ``max_events``), at most ``events_per_epoch`` events
     per epoch."""
 
-    def __init__(self, spec: SourceSpec) -> None:
-        self.spec = spec
-        self.kind = EventKind(spec.option("events", EventKind.BID.value))
-        self.config = NexmarkConfig.from_dict(dict(spec.option("generator", ())))
-        self.first_event = int(spec.option("first_event", 0))
-        max_events = spec.option("max_events")
-        self.stop = None if max_events is None else self.first_event + int(max_events)
-        self.events_per_epoch = int(spec.option("events_per_epoch", DEFAULT_EVENTS_PER_EPOCH))
-        self.partitions = int(spec.option("partitions", 1))
-        if self.events_per_epoch < 1 or self.partitions < 1 or self.first_event < 0:
-            raise ValueError(f"invalid nexmark source options: {dict(spec.options)!r}")
+    def __init__(self, spec: NexmarkSourceConfig) -> None:
+        self.spec = spec  # validated: counts positive, first_event >= 0
+        self.kind = EventKind(spec.events)
+        self.config = NexmarkConfig.from_dict(dict(spec.generator))
+        self.first_event = spec.first_event
+        max_events = spec.max_events
+        self.stop = None if max_events is None else self.first_event + max_events
+        self.events_per_epoch = spec.events_per_epoch
+        self.partitions = spec.partitions
 
     @property
     def location(self) -> str:
-        return self.spec.path
+        return self.spec.location
 
     def initial_offset(self) -> NexmarkOffset:
         return NexmarkOffset(self.first_event)

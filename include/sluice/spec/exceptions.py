@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sluice.exceptions import SluiceError
+from sluice.exceptions import Problem, SluiceError
 
 __all__ = ["SpecError", "SpecProblem"]
 
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """One thing wrong with a spec: where, what, and how to fix it."""
-
-    field: str
-    problem: str
-    fix: str = ""
-
-    def render(self, source: str) -> str:
-        fix = f" Fix: {self.fix}" if self.fix else ""
-        return f"{source}: {self.field}: {self.problem}.{fix}"
+SpecProblem = Problem  # one thing wrong with a spec: where, what, and how to fix it
 
 
 class SpecError(SluiceError):

@@ -1,4 +1,5 @@
-"""The pipeline spec as frozen config objects (validated by :mod:`sluice.spec.loader`).
+"""The pipeline spec as frozen config objects (validated by :mod:`sluice.spec.loader`); its
+source, sinks and window are component configs (:mod:`sluice.spec.components`).
 
 Times are integer microseconds so window arithmetic is exact.
 """
@@ -10,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sluice.spec.components.base import SCHEMA_TYPES, SinkConfig, SourceConfig, WindowConfig
 from sluice.storage.s3options import S3Options
 
 __all__ = [
@@ -17,8 +19,6 @@ __all__ = [
     "EMIT_MODES",
     "EXECUTION_MODES",
     "SCHEMA_TYPES",
-    "SINK_TYPES",
-    "WINDOW_TYPES",
     "AggregateSpec",
     "CheckpointSpec",
     "EventTimeSpec",
@@ -30,7 +30,6 @@ __all__ = [
     "WindowSpec",
 ]
 
-SCHEMA_TYPES = ("string", "int", "long", "double", "float", "boolean", "timestamp", "date")
 NUMERIC_TYPES = ("int", "long", "double", "float")
 AGGREGATE_FUNCTIONS = (
     "count",
@@ -43,52 +42,15 @@ AGGREGATE_FUNCTIONS = (
     "first",
     "last",
 )
-WINDOW_TYPES = ("tumbling", "hopping", "session", "count")
-SINK_TYPES = ("files", "postgres", "delta")
 EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 STATE_KINDS = ("value", "list", "reducing", "map")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
 STATELESS_SHAPE: dict[str, Any] = {"operator": "stateless"}
-SourceFormat = Literal["jsonl", "csv", "parquet"]
-SinkFormat = Literal["parquet", "jsonl"]
-
-
-@dataclass(frozen=True)
-class SourceSpec:
-    """Where the input comes from: ``files``, ``nexmark`` or a plugin class ``module:Class``
-    (whose ``path`` is empty and whose settings are ``options``)."""
-
-    type: str  # "files", "nexmark" or "module:Class"
-    path: str
-    format: SourceFormat
-    schema: tuple[tuple[str, str], ...]
-    max_files_per_epoch: int | None = None
-    header: bool = True  # csv only: the first line of every file is a header
-    # files: "none" (one partition) or "directory" (each first-level folder is a partition)
-    partition_by: Literal["none", "directory"] = "none"
-    # source-type specific settings (the nexmark generator's, a plugin's), as sorted
-    # (name, value); a plugin's values are JSON values (lists, dicts: not hashable)
-    options: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
-
-    def option(self, name: str, default: Any = None) -> Any:
-        return dict(self.options).get(name, default)
-
-    @property
-    def plugin(self) -> bool:
-        """A ``module:Class`` type: a user-defined class (docs/extending.md)."""
-        return ":" in self.type
-
-    @property
-    def rereads_cheaply(self) -> bool:
-        """Whether Spark may read an epoch's records again instead of caching them: Parquet
-        files (immutable by the files source's contract) cost a column-pruned scan, less than
-        building Spark's in-memory cache (1M bids: 0.85 s for four scans against 1.28 s cached,
-        bench/nexmark.py's q7 columns). Text formats parse every line, Kafka fetches: cached."""
-        return self.type == "files" and self.format == "parquet"
-
-    def column_type(self, name: str) -> str:
-        return dict(self.schema)[name]
+# The component configs (:mod:`sluice.spec.registry` maps each ``type`` to its class).
+SourceSpec = SourceConfig
+SinkSpec = SinkConfig
+WindowSpec = WindowConfig
 
 
 @dataclass(frozen=True)
@@ -99,40 +61,6 @@ class EventTimeSpec:
     # a partition whose newest event time is this far behind the newest of all partitions
     # stops holding the global watermark back (None: never)
     idle_timeout_us: int | None = None
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """``tumbling(size)``, ``hopping(size, slide)``, ``session(gap)``, ``count(count, slide)``."""
-
-    type: Literal["tumbling", "hopping", "session", "count"]
-    size_us: int = 0
-    slide_us: int = 0  # hopping; equals size_us for tumbling
-    gap_us: int = 0  # session
-    count: int = 0  # count windows: records per window
-    count_slide: int = 0  # count windows: a new window every count_slide records
-    max_duration_us: int = 0  # session: cut at aligned check points (0: no cap)
-
-    def shape(self) -> dict[str, Any]:
-        fields = {
-            "tumbling": ("size_us",),
-            "hopping": ("size_us", "slide_us"),
-            "session": ("gap_us",),
-            "count": ("count", "count_slide"),
-        }[self.type]
-        shape = {"type": self.type, **{f: getattr(self, f) for f in fields}}
-        if self.max_duration_us:
-            shape["max_duration_us"] = self.max_duration_us
-        return shape
-
-    @property
-    def capped(self) -> bool:
-        """A session window with ``max_duration``."""
-        return self.type == "session" and self.max_duration_us > 0
-
-    @property
-    def time_based(self) -> bool:
-        return self.type != "count"
 
 
 @dataclass(frozen=True)
@@ -184,35 +112,6 @@ class ProcessSpec:
 
     def state_named(self, name: str) -> StateSpec:
         return next(s for s in self.state if s.name == name)
-
-
-@dataclass(frozen=True)
-class SinkSpec:
-    """Where one output goes. ``files`` and ``delta`` write under ``path``; ``postgres`` writes
-    ``table`` through ``connection`` (a connection id, see docs/sinks.md); a plugin
-    ``module:Class`` gets ``options`` (its ``path`` is empty)."""
-
-    name: str
-    type: str  # "files", "postgres", "delta" or "module:Class"
-    path: str
-    format: SinkFormat = "parquet"  # files only
-    mode: Literal["append", "upsert"] = "append"
-    table: str | None = None  # postgres: [schema.]table
-    connection: str | None = None  # postgres: connection id
-    partition_by: tuple[str, ...] = ()  # files, delta: partition columns
-    # upsert sinks: the columns that identify a row (filled in from the pipeline's keys and
-    # window by the loader)
-    keys: tuple[str, ...] = ()
-    # a plugin's settings as sorted (name, JSON value)
-    options: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
-
-    def option(self, name: str, default: Any = None) -> Any:
-        return dict(self.options).get(name, default)
-
-    @property
-    def plugin(self) -> bool:
-        """A ``module:Class`` type: a user-defined class (docs/extending.md)."""
-        return ":" in self.type
 
 
 @dataclass(frozen=True)

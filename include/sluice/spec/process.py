@@ -26,7 +26,7 @@ from sluice.spec.model import STATE_KINDS, ProcessSpec, StateSpec
 from sluice.spec.types import InvalidType, parse_type
 
 if TYPE_CHECKING:
-    from sluice.spec.loader import _Checker
+    from sluice.spec.checker import Checker
 
 __all__ = ["FUNCTION_RE", "check_process"]
 
@@ -37,7 +37,7 @@ _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 RESERVED_OUTPUT = ("_op", "_epoch")
 
 
-def check_process(checker: _Checker, value: Any, origin: str) -> ProcessSpec | None:
+def check_process(checker: Checker, value: Any, origin: str) -> ProcessSpec | None:
     data = checker.mapping(value, "process", _PROCESS)
     if data is None:
         return None
@@ -51,7 +51,7 @@ def check_process(checker: _Checker, value: Any, origin: str) -> ProcessSpec | N
     return ProcessSpec(function, state, output, on_timer, base)
 
 
-def _function(checker: _Checker, value: Any, where: str, *, required: bool) -> str | None:
+def _function(checker: Checker, value: Any, where: str, *, required: bool) -> str | None:
     if value is None:
         if required:
             checker.add(where, "is required", "name a Python function: module:function")
@@ -64,7 +64,7 @@ def _function(checker: _Checker, value: Any, where: str, *, required: bool) -> s
     return value
 
 
-def _states(checker: _Checker, value: Any) -> tuple[StateSpec, ...] | None:
+def _states(checker: Checker, value: Any) -> tuple[StateSpec, ...] | None:
     if value is None:
         return ()
     if not isinstance(value, dict):
@@ -75,7 +75,7 @@ def _states(checker: _Checker, value: Any) -> tuple[StateSpec, ...] | None:
     return tuple(s for s in states if s) if all(states) else None
 
 
-def _state(checker: _Checker, name: Any, value: Any) -> StateSpec | None:
+def _state(checker: Checker, name: Any, value: Any) -> StateSpec | None:
     where = f"process.state.{name}"
     if not isinstance(name, str) or not _NAME_RE.match(name):
         checker.add(where, "is not a valid state name", "use letters, digits and '_'")
@@ -108,7 +108,7 @@ def _state(checker: _Checker, name: Any, value: Any) -> StateSpec | None:
     return StateSpec(name, kind, element, key_type, reduce, ttl)  # type: ignore[arg-type]
 
 
-def _type(checker: _Checker, value: Any, where: str) -> str | None:
+def _type(checker: Checker, value: Any, where: str) -> str | None:
     if not isinstance(value, str):
         checker.add(where, "is required" if value is None else f"{value!r} is not a type",
                     "e.g. long, string, array<double>, struct<count: long, sum: long>")  # fmt: skip
@@ -120,7 +120,7 @@ def _type(checker: _Checker, value: Any, where: str) -> str | None:
         return None
 
 
-def _output(checker: _Checker, value: Any) -> tuple[tuple[str, str], ...] | None:
+def _output(checker: Checker, value: Any) -> tuple[tuple[str, str], ...] | None:
     if not isinstance(value, dict) or not value:
         checker.add("process.output", "must map each output column to a type",
                     "e.g. {key: long, average: double}")  # fmt: skip

@@ -7,7 +7,7 @@ in a test module and provide two fixtures, ``spark`` (a SparkSession) and ``harn
     class TestMySink(SinkContract):
         @pytest.fixture
         def harness(self, tmp_path):
-            spec = SinkSpec("out", "files", str(tmp_path / "out"))
+            spec = FilesSinkConfig(name="out", path=str(tmp_path / "out"))
             return Harness(make=lambda: MySink(spec, ...), rows=..., leftovers=...)
 
 What it checks is what the engine relies on (docs/sinks.md): staged rows are invisible until

@@ -30,14 +30,14 @@ COUNTER = -1  # count windows: the state row holding how many records a key has 
 
 def window_keys(spec: PipelineSpec) -> list[str]:
     """The columns that identify one window of one key."""
-    if spec.windowing.type == "count":
+    if spec.windowing.counted:
         return [*spec.key_by, "_wi"]
     return [*spec.key_by, "_ws", "_we"]
 
 
 def state_columns(spec: PipelineSpec) -> list[str]:
     """The columns of a state row, in order."""
-    extra = ["_ws", "_we", "_cnt"] if spec.windowing.type == "count" else []
+    extra = ["_ws", "_we", "_cnt"] if spec.windowing.counted else []
     if spec.windowing.capped:
         extra = ["_cell", "_stub"]
     return [*window_keys(spec), *extra, *partial_names(spec)]
@@ -69,7 +69,7 @@ def align_window_state(
 
 def _window_sql(spec: PipelineSpec) -> list[str]:
     cols = ["timestamp_micros(_ws) AS window_start", "timestamp_micros(_we) AS window_end"]
-    if spec.windowing.type == "count":
+    if spec.windowing.counted:
         cols.append("_wi AS window_index")
     return cols
 

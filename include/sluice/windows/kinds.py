@@ -1,5 +1,5 @@
 """One strategy per window kind (bytewax's ``Windower`` → logic pattern): the frozen
-:class:`~sluice.spec.model.WindowSpec` chooses a class in :data:`KINDS`; the class knows its
+:mod:`~sluice.spec.components.windows` config builds one of these classes; the class knows its
 kind's lateness rule, how an epoch's accepted records become partials, and how partials merge.
 
 The lateness rule of each kind is written once, in integer arithmetic that works on Python
@@ -18,8 +18,7 @@ count             by position (never late)                    never
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from pyspark.sql import functions as F
 
@@ -30,9 +29,10 @@ from sluice.windows.aggregates import merge_columns, partial_columns
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sluice.spec.components.windows import HoppingWindow, SessionWindow, TumblingWindow
     from sluice.spec.model import PipelineSpec
 
-__all__ = ["KINDS", "Counted", "Session", "Sliding", "WindowKind", "fmod", "kind_of"]
+__all__ = ["Counted", "Session", "Sliding", "WindowKind", "fmod", "kind_of"]
 
 N = TypeVar("N", int, Sql)
 
@@ -60,7 +60,7 @@ def gap_groups(frame: DataFrame, keys: list[str]) -> DataFrame:
 
 
 class WindowKind:
-    """What every kind provides; :data:`KINDS` maps the spec's ``window.type`` to a class."""
+    """What every kind provides; the spec's window config builds one (``build``)."""
 
     name: ClassVar[str]
     time_based: ClassVar[bool] = True
@@ -117,8 +117,9 @@ class Sliding(WindowKind):
 
     def __init__(self, spec: PipelineSpec) -> None:
         super().__init__(spec)
-        self.size = spec.windowing.size_us
-        self.slide = spec.windowing.slide_us or self.size
+        window = cast("TumblingWindow | HoppingWindow", spec.windowing)
+        self.size = window.size_us
+        self.slide = window.slide_us or self.size
 
     def last_start(self, ts: N) -> N:
         return ts - fmod(ts, self.slide)
@@ -181,7 +182,7 @@ class Session(WindowKind):
 
     def __init__(self, spec: PipelineSpec) -> None:
         super().__init__(spec)
-        self.gap = spec.windowing.gap_us
+        self.gap = cast("SessionWindow", spec.windowing).gap_us
 
     def first_close(self, ts: N) -> N:
         return ts + self.lateness_us
@@ -234,18 +235,6 @@ class Counted(WindowKind):
         return [*self.keys, "_wi"]
 
 
-@dataclass(frozen=True)
-class _Registry:
-    kinds: dict[str, type[WindowKind]]
-
-
-KINDS: dict[str, type[WindowKind]] = {
-    "tumbling": Sliding,
-    "hopping": Sliding,
-    "session": Session,
-    "count": Counted,
-}
-
-
 def kind_of(spec: PipelineSpec) -> WindowKind:
-    return KINDS[spec.windowing.type](spec)
+    kind: WindowKind = spec.windowing.build(spec)
+    return kind

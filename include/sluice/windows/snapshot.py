@@ -9,7 +9,7 @@ windows are cached once and counted per fate (:data:`FATES`) as they are built.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, Window
@@ -32,6 +32,7 @@ from sluice.windows.kinds import WindowKind, gap_groups
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sluice.spec.components.windows import CountWindow, SessionWindow
     from sluice.spec.model import PipelineSpec
 
 __all__ = ["snapshot_epoch"]
@@ -69,7 +70,7 @@ class SnapshotEpoch:
         spec = inp.spec
         state = inp.state.frame()
         cached: list[DataFrame] = []
-        if spec.windowing.type == "count":
+        if spec.windowing.counted:
             merged, next_state, deletes = _count_windows(spec, classified, state)
         else:  # the cut points need the watermark after the epoch: the pass runs first
             partials = _capped_partials(spec, classified).persist(StorageLevel.MEMORY_AND_DISK)
@@ -110,12 +111,14 @@ class SnapshotEpoch:
     def late(self) -> DataFrame:
         spec = self.inp.spec
         frame = self.cls.frame
-        if spec.windowing.type == "count":  # never late, but keep the schema
+        if spec.windowing.counted:  # never late, but keep the schema
             missed = frame.where(F.lit(False)).withColumn("_ws", F.lit(None).cast("long"))
             missed = missed.withColumn("_we", F.lit(None).cast("long"))
         else:
             missed = frame.where(F.col("_class") == F.lit(1)).withColumn("_ws", F.col("_ts_us"))
-            missed = missed.withColumn("_we", F.col("_ts_us") + F.lit(spec.windowing.gap_us))
+            missed = missed.withColumn(
+                "_we", F.col("_ts_us") + F.lit(cast("SessionWindow", spec.windowing).gap_us)
+            )
         return late_rows(missed, self.cls.records, spec, self.inp.epoch)
 
     def dead(self) -> DataFrame:
@@ -151,7 +154,7 @@ def _count_windows(
 ) -> tuple[DataFrame, DataFrame, None]:
     """Count windows: partials numbered per key after the state's counter, merged with the
     state's windows. A window leaves the state when full (emitted then, on_close)."""
-    w = spec.windowing
+    w = cast("CountWindow", spec.windowing)
     keys = list(spec.key_by)
     key_cols = [F.col(quoted(k)) for k in keys]
     accepted = cls.frame.where(F.col("_class") == F.lit(ACCEPTED))
@@ -209,7 +212,7 @@ def _ceil_div(value: Column, step: int) -> Column:
 
 def _capped_partials(spec: PipelineSpec, cls: Classification) -> DataFrame:
     """The epoch's accepted records as partials per (key, record window, cell)."""
-    w = spec.windowing
+    w = cast("SessionWindow", spec.windowing)
     key_cols = [F.col(quoted(k)) for k in spec.key_by]
     accepted = cls.frame.where(F.col("_class") == F.lit(ACCEPTED))
     records = (
@@ -280,7 +283,7 @@ def _capped_pieces(
     ``c1 = (ceil(s / M) + 1) * M``, then one piece per cell; a record's piece is therefore
     ``max(cell, ceil(s / M))``. Returns (fragments with ``_p``, ``_s`` and closing flags,
     pieces as windows)."""
-    m = spec.windowing.max_duration_us
+    m = cast("SessionWindow", spec.windowing).max_duration_us
     lateness = spec.event_time.allowed_lateness_us
     key_cols = [F.col(quoted(k)) for k in spec.key_by]
     frags = gap_groups(frags, list(spec.key_by))

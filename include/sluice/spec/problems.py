@@ -1,0 +1,61 @@
+"""Pydantic's validation errors as :class:`SpecProblem`: today's dotted field names
+(``source.schema.ts``, ``sinks[0].path``), the problem, and the fix ("did you mean" included)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from sluice.spec.components.base import PROBLEM, ComponentConfig
+from sluice.spec.exceptions import SpecProblem
+
+__all__ = ["join", "spec_problems"]
+
+
+def join(*parts: Any) -> str:
+    """``("sinks[0]", "schema", "ts")`` -> ``sinks[0].schema.ts``; ints become ``[i]``."""
+    text = ""
+    for part in parts:
+        if part in ("", None):
+            continue
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text and not str(part).startswith("[") else str(part)
+    return text
+
+
+def spec_problems(
+    exc: ValidationError, field: str, cls: type[ComponentConfig], *, tagged: bool = False
+) -> list[SpecProblem]:
+    """Every error of ``exc`` (validating a ``cls`` at ``field``); ``tagged``: the locations
+    start with a union tag, dropped."""
+    found: list[SpecProblem] = []
+    for error in exc.errors():
+        loc = tuple(error["loc"][1:] if tagged else error["loc"])
+        found += _convert(error, field, loc, cls)
+    return found
+
+
+def _convert(
+    error: Any, field: str, loc: tuple[Any, ...], cls: type[ComponentConfig]
+) -> list[SpecProblem]:
+    where = join(field, *loc)
+    ctx = error.get("ctx") or {}
+    kind = error["type"]
+    if kind == PROBLEM and ctx.get("problems"):
+        return [SpecProblem(join(where, sub) if not sub.startswith("[") else where + sub, p, f)
+                for sub, p, f in ctx["problems"]]  # fmt: skip
+    if kind == PROBLEM:
+        return [SpecProblem(where, ctx["problem"], ctx.get("fix", ""))]
+    key = str(loc[-1]) if loc else ""
+    if kind == "missing" and len(loc) == 1:
+        return [SpecProblem(where, *cls.required(key))]
+    if kind == "extra_forbidden" and len(loc) == 1:
+        return [SpecProblem(where, *cls.unknown(key))]
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        got = "nothing" if error["input"] is None else type(error["input"]).__name__
+        return [SpecProblem(where, f"expected a mapping, got {got}", "see README 'Spec'")]
+    message = error["msg"][0].lower() + error["msg"][1:]
+    return [SpecProblem(where, f"{error['input']!r} is not valid: {message}", "see README 'Spec'")]
