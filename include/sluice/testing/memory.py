@@ -469,10 +469,12 @@ def _ticks() -> Callable[[], float]:
     return lambda: next(counter) / 1000
 
 
+_ATTEMPTS = itertools.count(1)  # shared by every runtime of the process: ids never repeat
+
+
 def _attempt_ids() -> Callable[[], str]:
     """``a<n>p<pid>``: in order within a process, distinct across forked ones."""
-    counter = itertools.count(1)
-    return lambda: f"a{next(counter)}p{os.getpid()}"
+    return lambda: f"a{next(_ATTEMPTS)}p{os.getpid()}"
 
 
 def source_of(rt: Runtime) -> MemorySource:
