@@ -95,7 +95,9 @@ def test_a_sigkill_at_each_fault_point_then_resume(
     marker = rt.repo.sinks_committed(CRASH_EPOCH)
     assert marker is not None
     lost = qos == 0 and point in REPORTED_LOST
-    assert marker.output == ("lost" if lost else {0: "committed", 1: "written", 2: "committed"}[qos])
+    assert marker.output == (
+        "lost" if lost else {0: "committed", 1: "written", 2: "committed"}[qos]
+    )
 
 
 def test_a_sigkill_at_every_point_of_one_pipeline(pipeline: Pipeline) -> None:

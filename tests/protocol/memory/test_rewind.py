@@ -68,9 +68,8 @@ def test_a_rewind_to_a_savepoint_and_a_second_rewind_across_the_first(
     run_until_drained(rt, max_units=PER_EPOCH)
 
     plan = _rewind(rt, {"restore_from": "savepoint", "savepoint": "before-change"})
-    assert plan.restored_from is not None
-    assert (plan.restored_from["kind"], plan.restored_from["savepoint"]) == ("savepoint",
-                                                                             "before-change")  # fmt: skip
+    restored = plan.restored_from or {}
+    assert (restored["kind"], restored["savepoint"]) == ("savepoint", "before-change")
     run_until_drained(rt, max_units=PER_EPOCH)  # epochs 7..10 replay 3..6
     assert_exact(rt)
 
