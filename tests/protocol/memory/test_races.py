@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sluice.exceptions import SluiceError
 from sluice.protocol import (
     AttemptStatus,
     EpochAlreadyCommitted,
@@ -130,3 +131,42 @@ def test_concurrent_planners_agree_on_one_plan(pipeline: Pipeline, caps: tuple[i
     stored = pipeline().repo.plan(1)
     assert stored is not None and plans == [stored] * len(caps)
     assert stored.source_range["stop"] in caps  # one planner's caps won, whole
+
+
+@pytest.mark.parametrize("retained", [10, 2])
+def test_runners_racing_through_every_epoch_publish_each_once(
+    pipeline: Pipeline, retained: int
+) -> None:
+    """Three runners (as three Airflow workers would) run plan -> process -> commit on the
+    same pipeline at once until it is drained, retention retiring epochs meanwhile. A step
+    that loses a race fails (its epoch committed by another runner, its staged files swept
+    as a loser's, its plan retired) and the runner goes on, as a task's retry would; the
+    output is the oracle's all the same."""
+    start = threading.Barrier(3)
+    lost: list[str] = []
+    errors: list[BaseException] = []
+
+    def runner() -> None:
+        rt = pipeline(retained=retained)
+        start.wait()
+        try:
+            for _ in range(60):  # bounded: 6 epochs, each lost race costs a round
+                try:
+                    if run_epoch(rt, max_units=PER_EPOCH) is None:
+                        return
+                except SluiceError as exc:
+                    lost.append(type(exc).__name__)
+            raise AssertionError(f"not drained after 60 rounds: {lost}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=runner) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    rt = pipeline(retained=retained)
+    assert rt.repo.committed_epochs() == [1, 2, 3, 4, 5, 6][-retained:]
+    assert_exact(rt)
