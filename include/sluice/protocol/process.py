@@ -12,17 +12,21 @@ The first epoch of a rewind is staged at every qos level, its ``Prepared`` marke
 ``retract_after``: its sink commit retracts the rewound epochs' output (docs/rewind.md).
 A failure before 5 records the attempt as FAILED and removes what it staged; it is never
 reused.
+
+The steps are the protocol's whatever runs the epoch; reading, computing and writing rows is
+a :class:`Compute`'s: :class:`SparkCompute` for pipelines, plain Python for the protocol's
+fast tests (:mod:`sluice.testing.memory`, through :func:`process_attempt`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sluice.jvm.udfs import counted, counting
-from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, late_ddl
+from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, Frame, late_ddl
 from sluice.operators.registry import operator_for
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
@@ -45,7 +49,17 @@ from sluice.state import StateInput, legacy_parts, state_input, verify_parts, wr
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["process_epoch", "read_state", "verify_state"]
+    from sluice.operators.base import StateUpdate
+    from sluice.storage import ObjectStore
+
+__all__ = [
+    "Compute",
+    "SparkCompute",
+    "process_attempt",
+    "process_epoch",
+    "read_state",
+    "verify_state",
+]
 
 
 def process_epoch(
@@ -59,6 +73,17 @@ def process_epoch(
 
     ``engine`` adds to what the attempt record says about where it ran.
     """
+    return process_attempt(rt, SparkCompute(spark), epoch, engine=engine)
+
+
+def process_attempt(
+    rt: Runtime,
+    compute: Compute,
+    epoch: int | None = None,
+    *,
+    engine: dict[str, Any] | None = None,
+) -> AttemptRecord:
+    """:func:`process_epoch` with the epoch's rows read, computed and written by ``compute``."""
     latest = recover(rt)
     next_epoch = (latest.epoch if latest else 0) + 1
     if epoch is not None and epoch < next_epoch:
@@ -69,12 +94,7 @@ def process_epoch(
     if plan is None:
         raise NoPlan(rt.name, epoch)
     now = rt.clock()
-    context = spark.sparkContext
-    engine = {
-        "spark_master": context.master,
-        "spark_application_id": context.applicationId,
-        **(engine or {}),
-    }
+    engine = {**compute.describe(), **(engine or {})}
     record = AttemptRecord(
         rt.name,
         epoch,
@@ -90,8 +110,8 @@ def process_epoch(
     frames: EpochOutput | None = None
     held: list[DataFrame] = []
     try:
-        frames = _compute(rt, spark, plan)
-        result, outputs = _stage(rt, frames, plan, record.attempt, held)
+        frames = compute.compute(rt, plan)
+        result, outputs = _stage(rt, compute, frames, plan, record.attempt, held)
     except Exception as exc:
         _release(frames, held)
         error = f"{type(exc).__name__}: {exc}"
@@ -119,6 +139,86 @@ def _release(frames: EpochOutput | None, held: list[DataFrame]) -> None:
 
 
 Outputs = dict[str, tuple["DataFrame", int | None]]
+T = TypeVar("T")
+
+
+class Compute(Protocol):
+    """What an attempt runs on: it reads the planned rows, computes the epoch and writes rows;
+    the steps around that, their order and fault points are the protocol's (module doc).
+    Frames are the engine's rows (DataFrames for :class:`SparkCompute`)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Where the attempt runs (its record's ``engine``)."""
+        ...
+
+    def compute(self, rt: Runtime, plan: Plan) -> EpochOutput:
+        """Read the plan's range and ``S_k``, run the operator."""
+        ...
+
+    def write_state(
+        self, store: ObjectStore, update: StateUpdate, epoch: int, attempt: str
+    ) -> StatePart:
+        """``update`` as a new part under ``state/<epoch>-<attempt>`` of ``store``."""
+        ...
+
+    def materialized(
+        self, frame: DataFrame, rows: int | None, held: list[DataFrame]
+    ) -> tuple[DataFrame, int]: ...
+
+    def count(self, frame: DataFrame) -> int: ...
+
+    def side(self, like: DataFrame, build: Frame, rows: int, ddl: str) -> DataFrame:
+        """A side output (late, dead): ``build()`` when it has rows, else an empty frame of
+        ``ddl``'s columns, of ``like``'s engine."""
+        ...
+
+    def beside(self, work: Callable[[], T]) -> Future[T]:
+        """``work()`` run beside the caller's next writes; its result or error in the future."""
+        ...
+
+
+@dataclass(frozen=True)
+class SparkCompute:
+    """The process step on a Spark session (every pipeline's)."""
+
+    spark: SparkSession
+
+    def describe(self) -> dict[str, Any]:
+        context = self.spark.sparkContext
+        return {"spark_master": context.master, "spark_application_id": context.applicationId}
+
+    def compute(self, rt: Runtime, plan: Plan) -> EpochOutput:
+        return _compute(rt, self.spark, plan)
+
+    def write_state(
+        self, store: ObjectStore, update: StateUpdate, epoch: int, attempt: str
+    ) -> StatePart:
+        """Rows counted by the write when the operator did not know them."""
+        spark = update.frame.sparkSession
+        frame, ledger = update.frame, None
+        if update.rows is None:
+            frame, ledger = counting(spark, frame, "state")
+        part = write_part(
+            store, frame, epoch=epoch, attempt=attempt, kind=update.kind,
+            rows=update.rows or 0, bounds=update.bounds,
+        )  # fmt: skip
+        if ledger is not None:  # counted as Spark wrote them
+            part = replace(part, rows=counted(ledger))
+        return part
+
+    def materialized(
+        self, frame: DataFrame, rows: int | None, held: list[DataFrame]
+    ) -> tuple[DataFrame, int]:
+        return _materialized(frame, rows, held)
+
+    def count(self, frame: DataFrame) -> int:
+        return frame.count()
+
+    def side(self, like: DataFrame, build: Frame, rows: int, ddl: str) -> DataFrame:
+        return _side(like.sparkSession, build, rows, ddl)
+
+    def beside(self, work: Callable[[], T]) -> Future[T]:
+        return _beside(work)
 
 
 def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
@@ -143,7 +243,12 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
 
 
 def _stage(
-    rt: Runtime, out: EpochOutput, plan: Plan, attempt: str, held: list[DataFrame]
+    rt: Runtime,
+    compute: Compute,
+    out: EpochOutput,
+    plan: Plan,
+    attempt: str,
+    held: list[DataFrame],
 ) -> tuple[EpochResult, Outputs]:
     """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
     (1) or kept for after the checkpoint (0); the epoch's facts come from those writes."""
@@ -152,17 +257,19 @@ def _stage(
     results = [r for r in rt.sinks if r.role == "results"]
     frame, rows = out.results, out.emitted
     if rt.spec.qos == 0 or len(results) > 1:  # one computation for every writer
-        part = _write_state(rt, out, plan.epoch, attempt)
+        part = _write_state(rt, compute, out, plan.epoch, attempt)
         rt.faults.hit("process.after_state", plan.epoch)
-        frame, rows = _materialized(frame, rows, held)
-        prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+        frame, rows = compute.materialized(frame, rows, held)
+        prepared = [_output(rt, compute, role, plan, attempt, frame, rows, retract)
+                    for role in results]  # fmt: skip
     else:
         # the state and the one result sink are written at once: two jobs reading the same
         # cached rows, one's driver work (planning, the commit's renames, fingerprints)
         # overlapping the other's tasks
-        state = _beside(lambda: _write_state(rt, out, plan.epoch, attempt))
+        state = compute.beside(lambda: _write_state(rt, compute, out, plan.epoch, attempt))
         try:
-            prepared = [_output(rt, role, plan, attempt, frame, rows, retract) for role in results]
+            prepared = [_output(rt, compute, role, plan, attempt, frame, rows, retract)
+                        for role in results]  # fmt: skip
         finally:
             part = state.result()
         rt.faults.hit("process.after_state", plan.epoch)
@@ -170,16 +277,16 @@ def _stage(
     emitted = rows if rows is not None else (first.rows if first is not None else None)
     facts = out.finish(emitted, part.rows if part is not None else None)
     counts = facts.counts
-    spark = frame.sparkSession
     outputs: Outputs = {
         "results": (frame, facts.emitted),
-        "late": (_side(spark, out.late, counts.late_rows, late_ddl(rt.spec)), counts.late_rows),
-        "dead": (_side(spark, out.dead, counts.dead, DEAD_DDL), counts.dead),
-    }
+        "late": (compute.side(frame, out.late, counts.late_rows, late_ddl(rt.spec)),
+                 counts.late_rows),
+        "dead": (compute.side(frame, out.dead, counts.dead, DEAD_DDL), counts.dead),
+    }  # fmt: skip
     for role in rt.sinks:
         if role.role != "results":
             df, n = outputs[role.role]
-            prepared.append(_output(rt, role, plan, attempt, df, n, retract))
+            prepared.append(_output(rt, compute, role, plan, attempt, df, n, retract))
     rt.faults.hit("process.after_prepare", plan.epoch)
     rng = rt.source.decode_range(plan.source_range)
     stats = EpochStats(
@@ -202,9 +309,6 @@ def _stage(
         process_seconds=round(rt.clock() - started, 6),
     )
     return result, outputs
-
-
-T = TypeVar("T")
 
 
 def _beside(work: Callable[[], T]) -> Future[T]:
@@ -239,6 +343,7 @@ def _materialized(
 
 def _output(
     rt: Runtime,
+    compute: Compute,
     role: SinkRole,
     plan: Plan,
     attempt: str,
@@ -250,14 +355,14 @@ def _output(
     if rt.spec.qos == 0:
         return None
     if rows is None and not role.sink.counts_rows:  # a plugin that wants the count first
-        rows = df.count()
+        rows = compute.count(df)
     if rt.spec.qos == 2:
         staged = role.sink.prepare(plan.epoch, attempt, df, rows)
         return replace(staged, retract_after=retract)
     return _write(role, plan.epoch, attempt, df, rows, retract)
 
 
-def _side(spark: SparkSession, build: Any, rows: int, ddl: str) -> DataFrame:
+def _side(spark: SparkSession, build: Frame, rows: int, ddl: str) -> DataFrame:
     """The side output when it has rows; else an empty frame of its columns (a sink may still
     create its table from them) that costs no planning (made once per session: it never
     changes)."""
@@ -309,22 +414,14 @@ def _write(
     return staged
 
 
-def _write_state(rt: Runtime, out: EpochOutput, epoch: int, attempt: str) -> StatePart | None:
-    """The operator's state update as a new part (rows counted by the write when the operator
-    did not know them)."""
+def _write_state(
+    rt: Runtime, compute: Compute, out: EpochOutput, epoch: int, attempt: str
+) -> StatePart | None:
+    """The operator's state update as a new part."""
     update = out.state_update()
     if update is None:
         return None
-    spark = update.frame.sparkSession
-    frame, ledger = update.frame, None
-    if update.rows is None:
-        frame, ledger = counting(spark, frame, "state")
-    part = write_part(
-        rt.repo.store, frame, epoch=epoch, attempt=attempt, kind=update.kind,
-        rows=update.rows or 0, bounds=update.bounds,
-    )  # fmt: skip
-    if ledger is not None:  # counted as Spark wrote them
-        part = replace(part, rows=counted(ledger))
+    part = compute.write_state(rt.repo.store, update, epoch, attempt)
     if update.kind == "base" and epoch > 1:
         rt.faults.hit("state.after_compaction", epoch)
     written = getattr(out, "state_written", None)
