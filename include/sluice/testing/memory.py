@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from sluice.operators.base import EpochCounts, EpochFacts, StateUpdate
 from sluice.operators.watermarks import WatermarkState
@@ -49,13 +49,12 @@ from sluice.protocol.runner import EpochOutcome
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sinks.base import Prepared, Sink, StagedFile
 from sluice.sources.base import Offset, Source, SourceRange
+from sluice.spec.components.base import SinkConfig, SourceConfig
 from sluice.spec.model import (
     CheckpointSpec,
     EventTimeSpec,
     PipelineSpec,
     ProcessSpec,
-    SinkSpec,
-    SourceSpec,
     StateSpec,
 )
 from sluice.state import legacy_parts, verify_parts
@@ -405,6 +404,19 @@ def read_memory_state(store: ObjectStore, ref: StateRef) -> dict[str, int]:
 SINKS = ("out", "late", "dead")
 
 
+class MemorySourceConfig(SourceConfig):
+    """The spec side of a :class:`MemorySource` (built in code, never from YAML)."""
+
+    type: Literal["memory"] = "memory"
+    columns: tuple[tuple[str, str], ...] = (("key", "string"), ("value", "long"))
+
+
+class RowsSinkConfig(SinkConfig):
+    """The spec side of a :class:`RowsSink` (built in code, never from YAML)."""
+
+    type: Literal["rows"] = "rows"
+
+
 def memory_spec(
     name: str = "memory",
     *,
@@ -415,17 +427,16 @@ def memory_spec(
 ) -> PipelineSpec:
     """The spec of a :class:`KeyedSum` pipeline over a :class:`MemorySource`: what the
     protocol reads of it is the name, qos, ``checkpoint`` and the state's shape."""
-    sink = SinkSpec("out", "rows", "memory://out")
     return PipelineSpec(
         name=name,
-        source=SourceSpec("memory", "memory://", "jsonl", (("key", "string"), ("value", "long"))),
+        source=MemorySourceConfig(),
         event_time=EventTimeSpec("value", 0),
         key_by=("key",),
         window=None,
         aggregates=(),
-        sinks=(sink,),
-        late_records=replace(sink, name="late", path="memory://late"),
-        dead_letters=replace(sink, name="dead", path="memory://dead"),
+        sinks=(RowsSinkConfig(name="out"),),
+        late_records=RowsSinkConfig(name="late"),
+        dead_letters=RowsSinkConfig(name="dead"),
         checkpoint=CheckpointSpec(storage, retained=retained, compact_every=compact_every),
         qos=qos,
         process=ProcessSpec(

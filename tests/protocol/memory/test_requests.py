@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from sluice.protocol import InvalidRunRequest, RunRequest, Runtime, SpecChanged, plan_epoch
+from sluice.protocol import InvalidRunRequest, Restore, RunRequest, Runtime, SpecChanged, plan_epoch
 from sluice.spec.model import StateSpec
 from sluice.testing.memory import (
     expected_output,
@@ -37,8 +37,10 @@ def test_offsets_ahead_skip_input_and_offsets_behind_are_refused(pipeline: Pipel
 
     plan = request({"next_record": 6}).resolve(rt).plan(rt, max_units=PER_EPOCH)
     assert plan is not None and plan.start_offset == {"type": "memory", "next_record": 6}
-    assert plan.restored_from == {"kind": "offsets", "requested": {"next_record": 6},
-                                  "skipped_from": {"type": "memory", "next_record": 4}}  # fmt: skip
+    assert plan.restored_from is not None
+    assert plan.restored_from == Restore(
+        "offsets", requested={"next_record": 6}, skipped_from={"type": "memory", "next_record": 4}
+    )
     run_until_drained(rt, max_units=PER_EPOCH)
     kept = RECORDS[:4] + RECORDS[6:]  # records 4 and 5 were skipped, as asked
     assert sink_rows(rt) == expected_output(kept, PER_EPOCH)

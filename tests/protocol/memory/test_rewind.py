@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable
 
 import pytest
-from sluice.protocol import InvalidRunRequest, Plan, RunRequest, Runtime, take_savepoint
+from sluice.protocol import InvalidRunRequest, Plan, Restore, RunRequest, Runtime, take_savepoint
 from sluice.protocol.process import retract_after
 from sluice.testing.memory import (
     crashed,
@@ -46,8 +46,7 @@ def test_a_rewind_retracts_then_replays_to_the_output_of_a_run_that_never_rewoun
 
     plan = _rewind(rt, {"restore_from": "checkpoint", "epoch": 3})
     assert (plan.epoch, retract_after(plan)) == (7, 3)
-    assert plan.restored_from == {"kind": "checkpoint", "epoch": 3, "retract_after": 3,
-                                  "rewound": [4, 5, 6]}  # fmt: skip
+    assert plan.restored_from == Restore("checkpoint", 3, retract_after=3, rewound=(4, 5, 6))
     outcomes = run_until_drained(rt, max_units=PER_EPOCH)
 
     assert [o.checkpoint.epoch for o in outcomes] == [7, 8, 9]
@@ -68,8 +67,9 @@ def test_a_rewind_to_a_savepoint_and_a_second_rewind_across_the_first(
     run_until_drained(rt, max_units=PER_EPOCH)
 
     plan = _rewind(rt, {"restore_from": "savepoint", "savepoint": "before-change"})
-    restored = plan.restored_from or {}
-    assert (restored["kind"], restored["savepoint"]) == ("savepoint", "before-change")
+    restored = plan.restored_from
+    assert restored is not None
+    assert (restored.kind, restored.savepoint) == ("savepoint", "before-change")
     run_until_drained(rt, max_units=PER_EPOCH)  # epochs 7..10 replay 3..6
     assert_exact(rt)
 
