@@ -100,9 +100,9 @@ class ServeClient:
         connections: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Start an attempt; returns its status (``id``, ``status``: running)."""
-        request = AttemptRequest.from_dict({"spec": os.path.abspath(spec_path), "epoch": epoch,
-                                            "run_id": run_id,
-                                            "connections": dict(connections or {})})  # fmt: skip
+        body = {"spec": os.path.abspath(spec_path), "epoch": int(epoch), "run_id": run_id,
+                "connections": dict(connections or {})}  # fmt: skip
+        request = AttemptRequest.from_dict(body)
         return _dump(self._call("POST", "/v1/attempts", AttemptView, request.to_dict()))
 
     def status(self, request_id: str, wait: float = 0.0) -> dict[str, Any]:
