@@ -23,7 +23,7 @@ from sluice.serve import ServeClient, ServeRefused, ServeUnavailable
 from sluice.serve.app import MAX_BODY_BYTES, ServeState
 from sluice.serve.attempts import AttemptRegistry
 from sluice.serve.config import ServeConfig
-from sluice.serve.model import BadRequest
+from sluice.serve.model import AttemptView, BadRequest, ErrorBody, RequestStatus, SparkJobs
 from sluice.serve.security import SpecRoots
 from sluice.serve.server import _bind, _Server, _uvicorn_config
 
@@ -154,3 +154,17 @@ def test_tls_serves_https_and_the_client_verifies_the_certificate(tmp_path: Path
             ServeClient(config.url, TOKEN).status("x")  # the system CAs do not know it
         with pytest.raises(ServeUnavailable):
             ServeClient(f"http://127.0.0.1:{config.port}", TOKEN).status("x")  # plain HTTP
+
+
+def test_a_refusal_carries_the_request_in_the_way_whole() -> None:
+    """The 409 body's ``running`` is a full status (its nulls too), so the client's
+    :class:`PipelineBusy` gets one it can parse and follow."""
+    running = AttemptView(id="abc", pipeline="p", spec="/s/p.yaml", epoch=2, run_id=None,
+                          status=RequestStatus.RUNNING, attempt=None, spark_job_group="g",
+                          started_at=1.0, finished_at=None, seconds=0.5, cancel_requested=False,
+                          spark_jobs=SparkJobs(active=1, started=3))  # fmt: skip
+    body = ErrorBody(error="pipeline 'p': busy", running=running).to_dict()
+    assert set(body) == {"error", "running"}  # no "spec": null
+    assert body["running"]["finished_at"] is None and body["running"]["run_id"] is None
+    parsed = ErrorBody.model_validate_json(json.dumps(body))
+    assert parsed.running == running and parsed.to_dict() == body

@@ -251,7 +251,7 @@ async def _refused(request: Request, exc: Exception) -> Response:
         log.info("%s %s refused: HTTP %d: %s", request.method, request.url.path, exc.status,
                  exc.message)  # fmt: skip
     headers = {"WWW-Authenticate": 'Bearer realm="sluice-serve"'} if exc.status == 401 else None
-    body = ErrorBody(error=exc.message, **exc.extra).model_dump(mode="json", exclude_none=True)
+    body = ErrorBody(error=exc.message, **exc.extra).to_dict()
     return JsonAnswer(body, exc.status, headers)
 
 

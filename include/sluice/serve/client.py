@@ -198,10 +198,12 @@ class ServeClient:
 
     def _refusal(self, exc: urllib.error.HTTPError) -> ServeRefused:
         try:
-            body = ErrorBody.model_validate_json(exc.read() or b"{}").model_dump(
-                mode="json", exclude_none=True
-            )
-        except (ValidationError, OSError, http.client.HTTPException):
+            raw = exc.read()
+        except (OSError, http.client.HTTPException):
+            raw = b""
+        try:
+            body = ErrorBody.model_validate_json(raw or b"{}").to_dict()
+        except ValidationError:  # not our error shape (a proxy's page?): the status says it
             body = {}
         message = str(body.get("error") or exc.reason)
         if exc.code == 409 and body.get("running"):

@@ -175,12 +175,12 @@ class AttemptView(_Answer):
     pipeline: str
     spec: str
     epoch: int
-    run_id: str | None
+    run_id: str | None = None
     status: RequestStatus
-    attempt: str | None  # the protocol's attempt id, once process_epoch made one
+    attempt: str | None = None  # the protocol's attempt id, once process_epoch made one
     spark_job_group: str
     started_at: float
-    finished_at: float | None
+    finished_at: float | None = None
     seconds: float
     cancel_requested: bool
     spark_jobs: SparkJobs | None = None  # while it runs
@@ -241,3 +241,7 @@ class ErrorBody(_Answer):
     error: str
     spec: str | None = None
     running: AttemptView | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body: ``spec`` and ``running`` only when given (the status inside whole)."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
