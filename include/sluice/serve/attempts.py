@@ -214,7 +214,7 @@ class AttemptRegistry:
         with self._lock:
             return len(self._running)
 
-    def cancel(self, request_id: str) -> Attempt | None:
+    def cancel(self, request_id: str, stopping: bool = False) -> Attempt | None:
         """Cancel the request's Spark job group: its running jobs and the ones it starts
         after (the attempt's Python code between two jobs cannot be interrupted, so a plain
         ``cancelJobGroup`` could miss it)."""
@@ -223,7 +223,8 @@ class AttemptRegistry:
             if attempt is None or attempt.status.done:
                 return attempt
             attempt.cancel_requested = True
-        reason = f"cancelled by a DELETE of sluice serve request {request_id}"
+        cause = "sluice serve stopping (SIGTERM / SIGINT)" if stopping else "a DELETE"
+        reason = f"cancelled by {cause}: sluice serve request {request_id}"
         jsc: Any = self.spark.sparkContext._jsc
         jsc.sc().cancelJobGroupAndFutureJobs(attempt.group, reason)
         log.info("request %s: pipeline %s epoch %d: cancel requested", request_id,
@@ -244,8 +245,9 @@ class AttemptRegistry:
         return attempt.view(None if attempt.status.done else self.spark_jobs(attempt))
 
     def cancel_all(self) -> None:
+        """Cancel every running attempt: the server is stopping."""
         for attempt in self.listing():
-            self.cancel(attempt.id)
+            self.cancel(attempt.id, stopping=True)
 
     def shutdown(self, grace_s: float) -> None:
         """Cancel what runs and wait up to ``grace_s`` for the attempts to record it."""
