@@ -106,7 +106,10 @@ class JsonAnswer(JSONResponse):
 # -- dependencies -----------------------------------------------------------------------------
 
 
-def _state(request: Request) -> ServeState:
+# The dependencies that do not block are async: a sync one would cost a hop to a worker thread.
+
+
+async def _state(request: Request) -> ServeState:
     state: ServeState = request.app.state.serve
     return state
 
@@ -114,7 +117,7 @@ def _state(request: Request) -> ServeState:
 State = Annotated[ServeState, Depends(_state)]
 
 
-def require_token(request: Request, state: State) -> None:
+async def require_token(request: Request, state: State) -> None:
     """``Authorization: Bearer <token>`` (security.bearer_matches: constant time), else 401."""
     if not bearer_matches(request.headers.get("Authorization"), state.token):
         raise HttpError(401, "missing or wrong bearer token (Authorization: Bearer ...)")
