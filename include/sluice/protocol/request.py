@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluice.exceptions import Problem
 from sluice.protocol.exceptions import ProtocolError
 from sluice.protocol.layout import SAVEPOINT_NAME
 from sluice.protocol.model import Plan, Restore
@@ -56,9 +57,10 @@ _NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or di
 class InvalidRunRequest(ProtocolError):
     """A trigger's conf cannot be honoured; nothing was written."""
 
-    def __init__(self, pipeline: str, problems: list[str]) -> None:
+    def __init__(self, pipeline: str, problems: Sequence[str | Problem]) -> None:
         self.pipeline = pipeline
-        self.problems = problems
+        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
+        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
         listed = "\n".join(f"  - {p}" for p in problems)
         super().__init__(
             f"pipeline {pipeline!r}: the run request was rejected, nothing was written:\n{listed}"
