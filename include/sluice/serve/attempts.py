@@ -15,7 +15,6 @@ Per pipeline one attempt at a time; different pipelines run side by side.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import time
@@ -27,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
-from sluice.jobs import build_runtime, process_attempt
+from sluice.jobs import process_attempt
+from sluice.pipeline import open_pipeline
 from sluice.protocol import Faults
-from sluice.protocol.runtime import connections_from_env
 from sluice.serve.exceptions import ServeError
 from sluice.serve.model import (
     AttemptError,
@@ -286,9 +285,9 @@ class AttemptRegistry:
             attempt.attempt = uuid.uuid4().hex[:12]
             return attempt.attempt
 
-        connections = {**connections_from_env(os.environ), **attempt.request.connections}
-        rt = build_runtime(attempt.spec, attempt.request.run_id, connections, faults=self.faults,
-                           spark=lambda: session, new_attempt_id=new_attempt_id)  # fmt: skip
+        rt = open_pipeline(attempt.spec, run_id=attempt.request.run_id,
+                           connections=attempt.request.connections, faults=self.faults,
+                           spark=lambda: session, attempt_ids=new_attempt_id)  # fmt: skip
         engine = {"execution": "warm", "serve_request": attempt.id}
         return process_attempt(rt, session, attempt.request.epoch,
                                executor_sluice=self.executor_sluice, engine=engine)  # fmt: skip
