@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.exceptions import InvalidRunRequest
 from sluice.protocol.layout import SAVEPOINT_NAME
 from sluice.protocol.model import Plan, Restore
 from sluice.protocol.runtime import Runtime
@@ -51,18 +51,6 @@ OnMissing = Literal["fail", "earliest"]
 RESTORE_CHOICES: tuple[str, ...] = get_args(RestoreFrom)
 MISSING_CHOICES: tuple[str, ...] = get_args(OnMissing)
 _NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
-
-
-class InvalidRunRequest(ProtocolError):
-    """A trigger's conf cannot be honoured; nothing was written."""
-
-    def __init__(self, pipeline: str, problems: list[str]) -> None:
-        self.pipeline = pipeline
-        self.problems = problems
-        listed = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"pipeline {pipeline!r}: the run request was rejected, nothing was written:\n{listed}"
-        )
 
 
 @dataclass(frozen=True)
