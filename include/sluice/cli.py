@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,18 +121,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _runtime(spec_path: str) -> Any:
-    from sluice.protocol import Faults, Runtime
-    from sluice.protocol.runtime import connections_from_env
-    from sluice.spec import load_spec
+    from sluice.pipeline import open_pipeline
 
-    spec = load_spec(spec_path)
-    return Runtime.build(
-        spec,
-        clock=time.time,
-        new_attempt_id=lambda: uuid.uuid4().hex[:12],
-        faults=Faults.from_env(),
-        connections=connections_from_env(os.environ),
-    )
+    return open_pipeline(spec_path)
 
 
 def _spark(rt: Any) -> Any:
@@ -267,7 +255,9 @@ def _state(args: argparse.Namespace) -> int:
 
     rt = _runtime(args.spec)
     if args.format == "parquet" and not args.output:
-        raise StateViewError(f"pipeline {rt.name}: --format parquet needs --output PATH")
+        raise StateViewError(
+            f"pipeline {rt.name}: --format parquet needs --output PATH", pipeline=rt.name
+        )
     keys = parse_key_filters(rt.name, args.key)
     checkpoint = resolve_checkpoint(rt, args.epoch, args.savepoint)
     frame = state_view(_spark(rt), rt, checkpoint, keys)

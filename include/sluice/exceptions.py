@@ -34,6 +34,22 @@ class Problem:
         fix = f" Fix: {self.fix}" if self.fix else ""
         return f"{source}: {self.field}: {self.message}.{fix}"
 
+    def __str__(self) -> str:
+        """``field: message`` (and the fix), one line; a problem of no field (``-``) is its
+        message."""
+        fix = f" Fix: {self.fix}" if self.fix else ""
+        where = "" if self.field == "-" else f"{self.field}: "
+        return f"{where}{self.message}{fix}"
+
+    @classmethod
+    def parse(cls, line: str | Problem) -> Problem:
+        """A problem from its one-line form ``field: message`` (a line without a field is
+        the message of the field ``-``)."""
+        if isinstance(line, Problem):
+            return line
+        field, sep, message = line.partition(": ")
+        return cls(field, message) if sep and " " not in field else cls("-", line)
+
 
 class SluiceError(Exception):
     """Base class of all Sluice errors."""

@@ -5,18 +5,16 @@ of an already planned epoch. Its last stdout line is ``SLUICE_RESULT <json>`` (e
 counts, the Spark master and application id), so the task log says where the epoch ran.
 
 The warm mode (``sluice serve``, :mod:`sluice.serve`) runs the same attempt in a long-lived
-session: both call :func:`build_runtime`, :func:`ship_package` and :func:`process_attempt`.
+session: both call :func:`sluice.pipeline.open_pipeline`, :func:`ship_package` and
+:func:`process_attempt`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
@@ -24,10 +22,9 @@ from sluice.exceptions import SluiceError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sluice.protocol import Faults, Runtime
-    from sluice.spec import PipelineSpec
+    from sluice.protocol import Runtime
 
-__all__ = ["RESULT_PREFIX", "build_runtime", "process_attempt", "process_job", "ship_package"]
+__all__ = ["RESULT_PREFIX", "process_attempt", "process_job", "ship_package"]
 
 RESULT_PREFIX = "SLUICE_RESULT "
 
@@ -53,38 +50,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
     """The cold path: a new driver builds its session, ships the package, runs the attempt."""
-    from sluice.protocol import Faults
-    from sluice.protocol.runtime import connections_from_env
+    from sluice.pipeline import open_pipeline
     from sluice.spark import spark_session
-    from sluice.spec import load_spec
 
-    spec = load_spec(spec_path)
-    rt = build_runtime(spec, run_id, connections_from_env(os.environ), faults=Faults.from_env())
-    spark = spark_session(f"sluice-{spec.name}-epoch-{epoch}", s3=spec.s3)
+    rt = open_pipeline(spec_path, run_id=run_id)
+    spark = spark_session(f"sluice-{rt.name}-epoch-{epoch}", s3=rt.spec.s3)
     return process_attempt(rt, spark, epoch, executor_sluice=ship_package(spark))
-
-
-def build_runtime(
-    spec: PipelineSpec,
-    run_id: str | None,
-    connections: Mapping[str, str],
-    *,
-    faults: Faults,
-    spark: Callable[[], SparkSession] | None = None,
-    new_attempt_id: Callable[[], str] | None = None,
-) -> Runtime:
-    """The runtime of one process attempt: wall clock, random attempt ids, ``faults``."""
-    from sluice.protocol import Runtime
-
-    return Runtime.build(
-        spec,
-        clock=time.time,
-        new_attempt_id=new_attempt_id or (lambda: uuid.uuid4().hex[:12]),
-        faults=faults,
-        run_id=run_id,
-        connections=connections,
-        spark=spark,
-    )
 
 
 def ship_package(spark: SparkSession) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from sluice.airflow.factory import sink_asset
 from sluice.airflow.tasks import spec_connections
-from sluice.protocol.runtime import connection_uri, connections_from_env
+from sluice.connections import connection_uri, connections_from_env
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import Workspace, click_spec_dict

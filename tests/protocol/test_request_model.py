@@ -151,3 +151,21 @@ def test_sluice_runs_options_are_derived_from_the_model() -> None:
     args = parser.parse_args(["--restore-from", "offsets", "--offsets", "{nope"])
     with pytest.raises(InvalidRunRequest, match="--offsets: not JSON"):
         RunRequest.conf_from_args("clicks", args)
+
+
+def test_spec_run_request_and_serve_report_the_same_problem_type() -> None:
+    """One ``Problem(field, message, fix)`` for a spec, a run request and a serve request."""
+    from sluice.exceptions import Problem
+    from sluice.serve.model import AttemptRequest, BadRequest
+    from sluice.spec import SpecError, parse_spec
+
+    with pytest.raises(InvalidRunRequest) as request:
+        RunRequest.from_conf("clicks", {"epoch": 0, "restore_from": "checkpoint"})
+    assert request.value.details == (Problem("epoch", "0 is not a whole number >= 1"),)
+    with pytest.raises(SpecError) as spec:
+        parse_spec({"name": "x"})
+    assert spec.value.problems and all(type(p) is Problem for p in spec.value.problems)
+    with pytest.raises(BadRequest) as serve:
+        AttemptRequest.from_dict({"spec": "x.yaml", "epoch": 0})
+    assert serve.value.details and all(type(p) is Problem for p in serve.value.details)
+    assert [p.field for p in serve.value.details] == ["epoch"]

@@ -6,6 +6,8 @@ staged output removed) keeps the committed output exactly the reference."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import random
 import time
 from pathlib import Path
@@ -15,8 +17,8 @@ import pytest
 from sluice.protocol import AttemptStatus, commit_epoch, plan_epoch
 from sluice.serve import ServeRefused, ServeUnavailable
 
-from tests.fixtures.pipelines import assert_click_output_exact
-from tests.serve.pipelines import CLICK_REFERENCE, Pipeline, click_pipeline
+from tests.fixtures.pipelines import assert_click_output_exact, staged_keys
+from tests.serve.pipelines import CLICK_REFERENCE, Pipeline, click_pipeline, gated_pipeline
 from tests.serve.test_server import wait_until
 
 
@@ -98,3 +100,34 @@ def test_server_killed_at_each_process_fault_point(
     pipeline.drain(server.client())
     assert_click_output_exact(pipeline.spec, CLICK_REFERENCE)
     assert _records_read(pipeline) == CLICK_REFERENCE.records_read
+
+
+def test_sigterm_cancels_the_running_attempt_then_stops(serve_factory: Any, tmp_path: Path) -> None:
+    """A stop (SIGTERM), unlike a crash: the running attempt is cancelled (recorded FAILED, its
+    staged output removed), its long poll answers ``cancelled``, and the server exits 0."""
+    server = serve_factory([tmp_path])
+    client = server.client()
+    gated, gate = gated_pipeline(tmp_path / "gated", name="gated_stop")
+    gate.close()
+    plan = plan_epoch(gated.rt)
+    assert plan is not None
+    started = client.start(gated.path, plan.epoch, "run_1")
+    wait_until("the attempt inside its Spark job", gate.entered.exists)
+    # The long poll is sent before the signal; its answer waits in this socket once the
+    # server has gone.
+    poll = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    poll.request("GET", f"/v1/attempts/{started['id']}?wait=60",
+                 headers={"Authorization": f"Bearer {server.token}"})  # fmt: skip
+    server.stop()
+    answer = poll.getresponse()
+    polled = json.loads(answer.read())
+    gate.open()
+
+    assert server.proc.returncode == 0, server.tail()
+    assert answer.status == 200 and polled["status"] == "cancelled", polled
+    record = gated.rt.repo.attempt(plan.epoch, polled["attempt"])
+    assert record is not None and record.status == AttemptStatus.FAILED
+    assert "cancelled by sluice serve stopping" in (record.error or ""), record.error
+    assert staged_keys(gated.spec) == []
+    log = server.tail(10**7)
+    assert "SIGTERM: stopping (running attempts are cancelled)" in log and "stopped" in log

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sluice.connections import connections_from_env
 from sluice.protocol import run_until_drained
-from sluice.protocol.runtime import connections_from_env
 from sluice.sources.kafka import KafkaSourceError
 from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec import SpecError, parse_spec

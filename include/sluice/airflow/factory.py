@@ -99,9 +99,12 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
-def build_dag(spec_path: str | Path, *, job_path: str | Path) -> DAG:
+def build_dag(
+    spec_path: str | Path, *, job_path: str | Path, spec: PipelineSpec | None = None
+) -> DAG:
+    """The DAG of the spec at ``spec_path`` (``spec``: that file, already loaded)."""
     spec_file = str(Path(spec_path).resolve())
-    spec = load_spec(spec_file)
+    spec = spec if spec is not None else load_spec(spec_file)
     sinks = (*spec.sinks, spec.late_records, spec.dead_letters)
     assets = [sink_asset(spec, s) for s in sinks]
     with DAG(
@@ -191,10 +194,10 @@ def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, 
         spec_file = str(path.resolve())
         loaded.append((load_spec(spec_file), spec_file))
     check_apart(loaded)
-    for path in specs:
-        dag = build_dag(path, job_path=job_path)
+    for spec, spec_file in loaded:  # each spec file read once
+        dag = build_dag(spec_file, job_path=job_path, spec=spec)
         if dag.dag_id in dags:
-            raise ValueError(f"{path}: pipeline name of {dag.dag_id} is used by another spec")
+            raise ValueError(f"{spec_file}: pipeline name of {dag.dag_id} is used by another spec")
         dags[dag.dag_id] = dag
     return dags
 

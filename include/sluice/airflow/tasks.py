@@ -8,8 +8,6 @@ the commit of the attempt ``process`` prepared without reprocessing anything.
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,31 +20,25 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
+from sluice.connections import connection_uri, connections_from_env
+from sluice.pipeline import open_pipeline
 from sluice.protocol import (
     Checkpoint,
-    Faults,
     InvalidRunRequest,
     RunRequest,
     Runtime,
     commit_epoch,
     take_savepoint,
 )
-from sluice.protocol.runtime import connection_uri, connections_from_env
 from sluice.spec import PipelineSpec, load_spec
 
 __all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for", "spec_connections"]
 
 
 def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
+    """The runtime a task runs on; the connections the spec names come from Airflow too."""
     spec = load_spec(spec_path)
-    return Runtime.build(
-        spec,
-        clock=time.time,
-        new_attempt_id=lambda: uuid.uuid4().hex[:12],
-        faults=Faults.from_env(),
-        run_id=run_id,
-        connections=spec_connections(spec),
-    )
+    return open_pipeline(spec, run_id=run_id, connections=spec_connections(spec))
 
 
 def spec_connections(spec: PipelineSpec) -> dict[str, str]:

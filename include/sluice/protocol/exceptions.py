@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sluice.exceptions import SluiceError
+from collections.abc import Sequence
+
+from sluice.exceptions import Problem, SluiceError
 
 __all__ = [
     "AttemptStateError",
@@ -112,10 +114,11 @@ class PluginError(ProtocolError):
 class InvalidRunRequest(ProtocolError):
     """A trigger's conf cannot be honoured; nothing was written."""
 
-    def __init__(self, pipeline: str, problems: list[str]) -> None:
+    def __init__(self, pipeline: str, problems: Sequence[str | Problem]) -> None:
         self.pipeline = pipeline
-        self.problems = problems
-        listed = "\n".join(f"  - {p}" for p in problems)
+        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
+        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
+        listed = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(
             f"pipeline {pipeline!r}: the run request was rejected, nothing was written:\n{listed}"
         )

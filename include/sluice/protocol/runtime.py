@@ -6,11 +6,9 @@ reads the wall clock, a random source or the environment on its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import quote, urlencode
 
 from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
@@ -25,7 +23,7 @@ from sluice.storage import open_store
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Runtime", "SinkRole", "connection_uri", "connections_from_env"]
+__all__ = ["Runtime", "SinkRole"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,8 @@ class Runtime:
         """Open the checkpoint store, the source and every sink named by ``spec`` (each
         built by its config, :mod:`sluice.spec.registry`).
 
-        ``connections`` maps connection ids to URIs (see :func:`connections_from_env`);
+        ``connections`` maps connection ids to URIs (:mod:`sluice.connections`; use
+        :func:`sluice.pipeline.open_pipeline` to open a spec with them);
         ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called
         only when one does.
         """
@@ -102,42 +101,3 @@ def _default_spark(spec: PipelineSpec) -> Callable[[], SparkSession]:
         return spark_session(f"sluice-{spec.name}", s3=spec.s3)
 
     return get
-
-
-def connections_from_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Connection ids -> URIs from ``SLUICE_CONN_<ID>`` and, as Airflow defines them in the
-    environment, ``AIRFLOW_CONN_<ID>`` (URI or JSON form); ids are lower case."""
-    found: dict[str, str] = {}
-    for prefix in ("AIRFLOW_CONN_", "SLUICE_CONN_"):  # SLUICE_CONN_ wins
-        for name, value in env.items():
-            if name.startswith(prefix) and value:
-                found[name[len(prefix) :].lower()] = connection_uri(value)
-    return found
-
-
-def connection_uri(value: str) -> str:
-    """A connection's URI from Airflow's URI or JSON form (``postgres://`` becomes
-    ``postgresql://``)."""
-    value = value.strip()
-    if value.startswith("{"):
-        data = json.loads(value)
-        scheme = data.get("conn_type") or "postgresql"
-        if scheme == "kafka":  # the client settings are the extra (Airflow's kafka type)
-            extra = data.get("extra") or {}
-            extra = json.loads(extra) if isinstance(extra, str) else extra
-            user = quote(str(data.get("login") or ""), safe="")
-            password = quote(str(data.get("password") or ""), safe="")
-            auth = f"{user}:{password}@" if user or password else ""
-            host = f"{data.get('host') or ''}" + (f":{data['port']}" if data.get("port") else "")
-            return f"kafka://{auth}{host}/?{urlencode({'__extra__': json.dumps(extra)})}"
-        user = quote(str(data.get("login") or ""), safe="")
-        password = quote(str(data.get("password") or ""), safe="")
-        auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-        port = f":{data['port']}" if data.get("port") else ""
-        value = (
-            f"{scheme}://{auth}{data.get('host') or 'localhost'}{port}/{data.get('schema') or ''}"
-        )
-    for alias in ("postgres://", "postgresql+psycopg2://"):
-        if value.startswith(alias):
-            value = "postgresql://" + value[len(alias) :]
-    return value

@@ -1,8 +1,9 @@
 """The warm execution mode: ``sluice serve`` keeps one Spark session and runs the process step
 of planned epochs on request, so an epoch does not pay for a new driver (docs/warm-execution.md).
 
-This package's top level is the client side (standard library only, cheap to import); the
-server is :mod:`sluice.serve.server`, started by ``sluice serve``.
+This package's top level is the client side (the standard library's HTTP and the pydantic wire
+models of :mod:`sluice.serve.model`; no Spark, no FastAPI); the server is
+:mod:`sluice.serve.server` (FastAPI on uvicorn), started by ``sluice serve``.
 """
 
 from sluice.serve.client import ServeClient
@@ -14,13 +15,15 @@ from sluice.serve.exceptions import (
     ServeRefused,
     ServeUnavailable,
 )
-from sluice.serve.model import DEFAULT_PORT, AttemptRequest, RequestStatus
+from sluice.serve.model import DEFAULT_PORT, AttemptRequest, AttemptView, BadRequest, RequestStatus
 
 __all__ = [
     "DEFAULT_PORT",
     "AttemptCancelled",
     "AttemptFailed",
     "AttemptRequest",
+    "AttemptView",
+    "BadRequest",
     "PipelineBusy",
     "RequestStatus",
     "ServeClient",

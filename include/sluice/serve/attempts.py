@@ -15,22 +15,28 @@ Per pipeline one attempt at a time; different pipelines run side by side.
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import threading
 import time
 import traceback
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.exceptions import SluiceError
-from sluice.jobs import build_runtime, process_attempt
+from sluice.jobs import process_attempt
+from sluice.pipeline import open_pipeline
 from sluice.protocol import Faults
-from sluice.protocol.runtime import connections_from_env
-from sluice.serve.exceptions import ServeError
-from sluice.serve.model import AttemptRequest, RequestStatus
+from sluice.serve.exceptions import Busy
+from sluice.serve.model import (
+    AttemptError,
+    AttemptRequest,
+    AttemptView,
+    RequestStatus,
+    SparkJobs,
+)
 from sluice.serve.security import connection_secrets, redact
 from sluice.spark import configure_s3, s3a_conf
 
@@ -48,15 +54,7 @@ MAX_MESSAGE_CHARS = 4000
 # spark.scheduler.mode=FAIR): pipelines share the cores instead of queueing behind each other.
 POOL = "spark.scheduler.pool"
 KEEP_FINISHED = 256
-
-
-class Busy(ServeError):
-    """The request cannot start now (HTTP 409 or 429); ``running`` is the attempt in the way."""
-
-    def __init__(self, message: str, status: int, running: Attempt | None = None) -> None:
-        self.status = status
-        self.running = running
-        super().__init__(message)
+_DONE_LOCK = threading.Lock()  # an attempt's end and the callbacks waiting for it
 
 
 @dataclass
@@ -74,6 +72,29 @@ class Attempt:
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _callbacks: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
+
+    def on_done(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` once the attempt has ended (from its thread; at once if it has).
+        Returns a function that forgets the callback (a long poll that gave up)."""
+        with _DONE_LOCK:
+            if not self.done.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with _DONE_LOCK:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    def _ended(self) -> None:
+        with _DONE_LOCK:
+            self.done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -84,24 +105,26 @@ class Attempt:
     def group(self) -> str:
         return f"sluice-serve-{self.id}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def view(self, spark_jobs: SparkJobs | None = None) -> AttemptView:
+        """Its status as the wire carries it (``spark_jobs``: while it runs)."""
         end = self.finished_at if self.finished_at is not None else time.time()
-        return {
-            "id": self.id,
-            "pipeline": self.spec.name,
-            "spec": self.request.spec,
-            "epoch": self.request.epoch,
-            "run_id": self.request.run_id,
-            "status": str(self.status),
-            "attempt": self.attempt,
-            "spark_job_group": self.group,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "seconds": round(end - self.started_at, 3),
-            "cancel_requested": self.cancel_requested,
-            "summary": self.summary,
-            "error": self.error,
-        }
+        return AttemptView(
+            id=self.id,
+            pipeline=self.spec.name,
+            spec=self.request.spec,
+            epoch=self.request.epoch,
+            run_id=self.request.run_id,
+            status=self.status,
+            attempt=self.attempt,
+            spark_job_group=self.group,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            seconds=round(end - self.started_at, 3),
+            cancel_requested=self.cancel_requested,
+            spark_jobs=spark_jobs,
+            summary=self.summary,
+            error=None if self.error is None else AttemptError.model_validate(self.error),
+        )
 
 
 class AttemptRegistry:
@@ -181,7 +204,7 @@ class AttemptRegistry:
         with self._lock:
             return len(self._running)
 
-    def cancel(self, request_id: str) -> Attempt | None:
+    def cancel(self, request_id: str, stopping: bool = False) -> Attempt | None:
         """Cancel the request's Spark job group: its running jobs and the ones it starts
         after (the attempt's Python code between two jobs cannot be interrupted, so a plain
         ``cancelJobGroup`` could miss it)."""
@@ -190,26 +213,35 @@ class AttemptRegistry:
             if attempt is None or attempt.status.done:
                 return attempt
             attempt.cancel_requested = True
-        reason = f"cancelled by a DELETE of sluice serve request {request_id}"
+        cause = "sluice serve stopping (SIGTERM / SIGINT)" if stopping else "a DELETE"
+        reason = f"cancelled by {cause}: sluice serve request {request_id}"
         jsc: Any = self.spark.sparkContext._jsc
         jsc.sc().cancelJobGroupAndFutureJobs(attempt.group, reason)
         log.info("request %s: pipeline %s epoch %d: cancel requested", request_id,
                  attempt.spec.name, attempt.request.epoch)  # fmt: skip
         return attempt
 
-    def spark_jobs(self, attempt: Attempt) -> dict[str, int]:
+    def spark_jobs(self, attempt: Attempt) -> SparkJobs:
         """How many Spark jobs of the attempt's group run now, and how many it has started
         (as far as the status store still remembers)."""
         tracker = self.spark.sparkContext.statusTracker()
         ids = tracker.getJobIdsForGroup(attempt.group)
         infos = [tracker.getJobInfo(i) for i in ids]
         active = sum(1 for i in infos if i is not None and i.status == "RUNNING")
-        return {"active": active, "started": len(ids)}
+        return SparkJobs(active=active, started=len(ids))
+
+    def view(self, attempt: Attempt) -> AttemptView:
+        """The attempt's status, with its Spark jobs while it runs."""
+        return attempt.view(None if attempt.status.done else self.spark_jobs(attempt))
+
+    def cancel_all(self) -> None:
+        """Cancel every running attempt: the server is stopping."""
+        for attempt in self.listing():
+            self.cancel(attempt.id, stopping=True)
 
     def shutdown(self, grace_s: float) -> None:
         """Cancel what runs and wait up to ``grace_s`` for the attempts to record it."""
-        for attempt in self.listing():
-            self.cancel(attempt.id)
+        self.cancel_all()
         deadline = time.monotonic() + grace_s
         for thread in list(self._threads.values()):
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -244,9 +276,9 @@ class AttemptRegistry:
             attempt.attempt = uuid.uuid4().hex[:12]
             return attempt.attempt
 
-        connections = {**connections_from_env(os.environ), **attempt.request.connections}
-        rt = build_runtime(attempt.spec, attempt.request.run_id, connections, faults=self.faults,
-                           spark=lambda: session, new_attempt_id=new_attempt_id)  # fmt: skip
+        rt = open_pipeline(attempt.spec, run_id=attempt.request.run_id,
+                           connections=attempt.request.connections, faults=self.faults,
+                           spark=lambda: session, attempt_ids=new_attempt_id)  # fmt: skip
         engine = {"execution": "warm", "serve_request": attempt.id}
         return process_attempt(rt, session, attempt.request.epoch,
                                executor_sluice=self.executor_sluice, engine=engine)  # fmt: skip
@@ -278,7 +310,7 @@ class AttemptRegistry:
             self._running.pop(attempt.key, None)
             self._threads.pop(attempt.id, None)
             self._forget_old()
-        attempt.done.set()
+        attempt._ended()
         what = f"error {error['type']}" if error else f"protocol attempt {attempt.attempt}"
         log.info("request %s: pipeline %s epoch %d: %s (%s) in %.1f s", attempt.id,
                  attempt.spec.name, attempt.request.epoch, attempt.status, what,

@@ -1,7 +1,7 @@
 """``ServeClient``: start, follow and cancel attempts on a ``sluice serve`` server.
 
-Standard library only (no Airflow, no Spark), so a DAG task or a benchmark can import it
-cheaply::
+The standard library's HTTP and the wire models of :mod:`sluice.serve.model` (pydantic; no
+Airflow, no Spark), so a DAG task or a benchmark can import it cheaply::
 
     client = ServeClient("http://127.0.0.1:8790", token)
     summary = client.process("include/pipelines/clicks.yaml", epoch=3, run_id="manual__1")
@@ -10,6 +10,8 @@ cheaply::
 raises :class:`AttemptFailed` with the engine's message (:class:`AttemptCancelled` when it was
 cancelled), :class:`ServeUnavailable` when the server cannot be reached or died, and
 :class:`ServeRefused` (:class:`PipelineBusy` for HTTP 409) when it refused the request.
+Requests are built from the models (an invalid one raises :class:`BadRequest` before it is
+sent); answers are parsed into them and returned as plain JSON dicts.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
 
 from sluice.serve.exceptions import (
     AttemptCancelled,
@@ -34,12 +38,22 @@ from sluice.serve.exceptions import (
     ServeRefused,
     ServeUnavailable,
 )
-from sluice.serve.model import DEFAULT_PORT, MAX_WAIT_S, AttemptRequest, RequestStatus
+from sluice.serve.model import (
+    DEFAULT_PORT,
+    MAX_WAIT_S,
+    AttemptList,
+    AttemptRequest,
+    AttemptView,
+    ErrorBody,
+    Health,
+    RequestStatus,
+)
 
 __all__ = ["ServeClient"]
 
 URL_ENV = "SLUICE_SERVE_URL"
 TOKEN_FILE_ENV = "SLUICE_SERVE_TOKEN_FILE"
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class ServeClient:
@@ -86,14 +100,15 @@ class ServeClient:
         connections: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Start an attempt; returns its status (``id``, ``status``: running)."""
-        request = AttemptRequest(os.path.abspath(spec_path), int(epoch), run_id,
-                                 dict(connections or {}))  # fmt: skip
-        return self._call("POST", "/v1/attempts", request.to_dict())
+        body = {"spec": os.path.abspath(spec_path), "epoch": int(epoch), "run_id": run_id,
+                "connections": dict(connections or {})}  # fmt: skip
+        request = AttemptRequest.from_dict(body)
+        return _dump(self._call("POST", "/v1/attempts", AttemptView, request.to_dict()))
 
     def status(self, request_id: str, wait: float = 0.0) -> dict[str, Any]:
         """The request's status; while it runs, held up to ``wait`` seconds for it to end."""
         path = f"/v1/attempts/{quote(request_id, safe='')}?wait={wait:g}"
-        return self._call("GET", path, timeout=self.timeout + wait)
+        return _dump(self._call("GET", path, AttemptView, timeout=self.timeout + wait))
 
     def wait(self, request_id: str, timeout: float | None = None) -> dict[str, Any]:
         """Long-poll until the request ends (or ``timeout`` seconds pass: its last status)."""
@@ -107,14 +122,15 @@ class ServeClient:
     @staticmethod
     def result(status: Mapping[str, Any]) -> dict[str, Any]:
         """The summary of a succeeded request, or the failure raised."""
-        state = RequestStatus(status["status"])
-        if state is RequestStatus.SUCCEEDED:
-            return dict(status["summary"])
-        if state is RequestStatus.CANCELLED:
-            raise AttemptCancelled(status["id"], status.get("error") or {})
-        if state is RequestStatus.FAILED:
-            raise AttemptFailed(status["id"], status.get("error") or {})
-        raise ServeError(f"attempt request {status['id']} is still running")
+        view = AttemptView.model_validate(status)
+        error = view.error.model_dump() if view.error else {}
+        if view.status is RequestStatus.SUCCEEDED:
+            return dict(view.summary or {})
+        if view.status is RequestStatus.CANCELLED:
+            raise AttemptCancelled(view.id, error)
+        if view.status is RequestStatus.FAILED:
+            raise AttemptFailed(view.id, error)
+        raise ServeError(f"attempt request {view.id} is still running")
 
     def process(
         self,
@@ -135,43 +151,65 @@ class ServeClient:
         return self.result(status)
 
     def cancel(self, request_id: str) -> dict[str, Any]:
-        return self._call("DELETE", f"/v1/attempts/{quote(request_id, safe='')}")
+        path = f"/v1/attempts/{quote(request_id, safe='')}"
+        return _dump(self._call("DELETE", path, AttemptView))
 
     def attempts(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._call("GET", "/v1/attempts")["attempts"]
-        return found
+        return [_dump(a) for a in self._call("GET", "/v1/attempts", AttemptList).attempts]
 
     def health(self, gc: bool = False, threads: bool = False) -> dict[str, Any]:
         """``gc``: a full GC first (for a heap figure); ``threads``: the JVM's threads by name."""
         query = "&".join(k for k, on in (("gc=1", gc), ("threads=1", threads)) if on)
-        return self._call("GET", "/v1/health" + (f"?{query}" if query else ""))
+        return _dump(self._call("GET", "/v1/health" + (f"?{query}" if query else ""), Health))
 
     # -- HTTP ---------------------------------------------------------------------------------
 
     def _call(
-        self, method: str, path: str, body: Any = None, timeout: float | None = None
-    ) -> dict[str, Any]:
+        self,
+        method: str,
+        path: str,
+        answer: type[Answer],
+        body: Any = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        """One exchange; the answer parsed into ``answer`` (a body that is no such answer, as
+        a server that went away mid-response, is :class:`ServeUnavailable`)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(self.url + path, data, headers, method=method)
+        where = f"{method} {path.split('?')[0]}"
         try:
             with self._opener.open(request, timeout=timeout or self.timeout) as response:
-                answer: dict[str, Any] = json.loads(response.read() or b"{}")
-                return answer
+                raw = response.read()
         except urllib.error.HTTPError as exc:
             raise self._refusal(exc) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", None) or exc
-            raise ServeUnavailable(self.url, f"{method} {path.split('?')[0]}: {reason}") from exc
+            raise ServeUnavailable(self.url, f"{where}: {reason}") from exc
+        try:
+            return answer.model_validate_json(raw)
+        except ValidationError as exc:
+            problem = exc.errors(include_url=False)[0]
+            place = ".".join(str(p) for p in problem["loc"]) or "(body)"
+            raise ServeUnavailable(self.url, f"{where}: not a sluice serve {answer.__name__} "
+                                   f"({place}: {problem['msg']})") from exc  # fmt: skip
 
     def _refusal(self, exc: urllib.error.HTTPError) -> ServeRefused:
         try:
-            body = json.loads(exc.read() or b"{}")
-        except ValueError:
+            raw = exc.read()
+        except (OSError, http.client.HTTPException):
+            raw = b""
+        try:
+            body = ErrorBody.model_validate_json(raw or b"{}").to_dict()
+        except ValidationError:  # not our error shape (a proxy's page?): the status says it
             body = {}
         message = str(body.get("error") or exc.reason)
         if exc.code == 409 and body.get("running"):
             return PipelineBusy(self.url, exc.code, message, body)
         return ServeRefused(self.url, exc.code, message, body)
+
+
+def _dump(answer: BaseModel) -> dict[str, Any]:
+    return answer.model_dump(mode="json")

@@ -1,22 +1,49 @@
-"""What travels over the wire: the attempt request (POST body) and the request statuses.
+"""What travels over the wire: one pydantic model per request and response body, shared by the
+server (:mod:`sluice.serve.server`) and the client (:mod:`sluice.serve.client`).
 
 A request carries the sinks' connection URIs (the cold path passes them as ``SLUICE_CONN_<ID>``
-environment variables): they are kept out of ``repr`` and never sent back.
+environment variables): they are kept out of ``repr``, never echoed in an error, never sent back.
+Requests refuse unknown fields; responses ignore fields a newer server adds.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
-__all__ = ["DEFAULT_PORT", "MAX_WAIT_S", "AttemptRequest", "BadRequest", "RequestStatus"]
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails
+
+from sluice.serve.exceptions import BadRequest
+
+__all__ = [
+    "DEFAULT_PORT",
+    "MAX_WAIT_S",
+    "AttemptError",
+    "AttemptList",
+    "AttemptRequest",
+    "AttemptView",
+    "BadRequest",
+    "DriverHeap",
+    "EpochCounts",
+    "ErrorBody",
+    "Health",
+    "Liveness",
+    "RequestStatus",
+    "SparkJobs",
+]
 
 DEFAULT_PORT = 8790
 # The longest a status poll (GET ...?wait=S) is held before it answers "still running".
 MAX_WAIT_S = 60.0
-_CONN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}\Z")
 _RUN_ID_MAX = 1000
 
 
@@ -34,63 +61,178 @@ class RequestStatus(StrEnum):
         return self is not RequestStatus.RUNNING
 
 
-class BadRequest(ValueError):
-    """A request body that is not a valid :class:`AttemptRequest` (each problem named)."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
+# -- the request ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AttemptRequest:
+def _spec_path(value: str) -> str:
+    if not value.strip() or "\0" in value:
+        raise ValueError("blank, or holds a NUL")
+    return value
+
+
+def _no_connections(value: Any) -> Any:
+    return {} if value is None else value  # ``"connections": null`` means none
+
+
+ConnectionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,200}$")]
+
+
+class AttemptRequest(BaseModel):
     """``POST /v1/attempts``: one attempt of planned epoch ``epoch`` of the pipeline ``spec``
     (a spec file path on the server's machine, under one of its ``--pipelines-dir`` roots)."""
 
-    spec: str
-    epoch: int
-    run_id: str | None = None
-    connections: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    spec: Annotated[str, AfterValidator(_spec_path)]
+    epoch: int = Field(ge=1)
+    run_id: str | None = Field(default=None, max_length=_RUN_ID_MAX)
+    connections: Annotated[
+        dict[ConnectionId, Annotated[str, StringConstraints(min_length=1)]],
+        BeforeValidator(_no_connections),
+    ] = Field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec,
-            "epoch": self.epoch,
-            "run_id": self.run_id,
-            "connections": dict(self.connections),
-        }
+        return self.model_dump(mode="json")
 
     @classmethod
     def from_dict(cls, body: Any) -> AttemptRequest:
+        """The request in ``body`` (parsed JSON), or :class:`BadRequest` naming every problem
+        (never a connection URI, even a malformed one)."""
         if not isinstance(body, dict):
             raise BadRequest(["the body must be a JSON object"])
-        problems = [f"{k}: unknown field" for k in body if k not in _FIELDS]
-        spec, epoch, run_id = body.get("spec"), body.get("epoch"), body.get("run_id")
-        if not isinstance(spec, str) or not spec.strip() or "\0" in spec:
-            problems.append("spec: a path to a pipeline spec file is required")
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
-            problems.append(f"epoch: {epoch!r} is not a whole number >= 1")
-        if run_id is not None and (not isinstance(run_id, str) or len(run_id) > _RUN_ID_MAX):
-            problems.append("run_id: must be a string (at most 1000 characters) or null")
-        connections = body.get("connections") or {}
-        problems += _connection_problems(connections)
-        if problems:
-            raise BadRequest(problems)
-        assert isinstance(spec, str) and isinstance(epoch, int)
-        return cls(spec, epoch, run_id, dict(connections))
+        try:
+            return cls.model_validate(body)
+        except ValidationError as exc:
+            raise BadRequest(_problems(exc, body)) from None
 
 
-_FIELDS = ("spec", "epoch", "run_id", "connections")
+def _problems(exc: ValidationError, body: dict[str, Any]) -> list[str]:
+    found: list[str] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        problem = _problem(error, body)
+        if problem not in found:
+            found.append(problem)
+    return found
 
 
-def _connection_problems(value: Any) -> list[str]:
-    """Names only: a connection's URI is never echoed back, even when it is malformed."""
-    if not isinstance(value, dict):
-        return ["connections: must be an object {connection id: URI}"]
-    problems = []
-    for conn_id, uri in value.items():
-        if not _CONN_ID.match(str(conn_id)):
-            problems.append(f"connections: {str(conn_id)[:60]!r} is not a connection id")
-        elif not isinstance(uri, str) or not uri:
-            problems.append(f"connections.{conn_id}: the URI must be a non-empty string")
-    return problems
+def _problem(error: ErrorDetails, body: dict[str, Any]) -> str:
+    """Our wording of one pydantic error: the field, what is wrong, what would be right."""
+    loc = error["loc"]
+    name = str(loc[0]) if loc else "(body)"
+    if error["type"] == "extra_forbidden":
+        return f"{name}: unknown field"
+    if name == "spec":
+        return "spec: a path to a pipeline spec file is required"
+    if name == "epoch":
+        return f"epoch: {body.get('epoch')!r} is not a whole number >= 1"
+    if name == "run_id":
+        return f"run_id: must be a string (at most {_RUN_ID_MAX} characters) or null"
+    if name == "connections":
+        if len(loc) == 1:
+            return "connections: must be an object {connection id: URI}"
+        conn_id = str(loc[1])
+        if loc[-1] == "[key]":
+            return f"connections: {conn_id[:60]!r} is not a connection id"
+        return f"connections.{conn_id}: the URI must be a non-empty string"
+    return f"{name}: {error['msg']}"
+
+
+# -- the responses ----------------------------------------------------------------------------
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class SparkJobs(_Answer):
+    """A running request's Spark jobs: running now, and started so far."""
+
+    active: int
+    started: int
+
+
+class AttemptError(_Answer):
+    """Why a request failed: a :class:`~sluice.exceptions.SluiceError` keeps its message."""
+
+    type: str
+    message: str
+    sluice_error: bool
+
+
+class AttemptView(_Answer):
+    """The status of one served request (``POST`` / ``GET`` / ``DELETE /v1/attempts...``)."""
+
+    id: str
+    pipeline: str
+    spec: str
+    epoch: int
+    run_id: str | None = None
+    status: RequestStatus
+    attempt: str | None = None  # the protocol's attempt id, once process_epoch made one
+    spark_job_group: str
+    started_at: float
+    finished_at: float | None = None
+    seconds: float
+    cancel_requested: bool
+    spark_jobs: SparkJobs | None = None  # while it runs
+    summary: dict[str, Any] | None = None  # on success: what run_epoch.py prints
+    error: AttemptError | None = None  # on failure
+
+
+class AttemptList(_Answer):
+    """``GET /v1/attempts``: running requests and the last ended ones."""
+
+    attempts: list[AttemptView]
+
+
+class EpochCounts(_Answer):
+    succeeded: int
+    failed: int
+    cancelled: int
+    running: int
+
+
+class DriverHeap(_Answer):
+    used_bytes: int
+    committed_bytes: int
+    max_bytes: int
+
+
+class Health(_Answer):
+    """``GET /v1/health``: what ops (and tests) look at."""
+
+    status: Literal["ok"]
+    pid: int
+    sluice_version: str
+    spark_version: str
+    spark_master: str
+    spark_application_id: str
+    started_at: float
+    uptime_s: float
+    epochs: EpochCounts
+    driver_heap: DriverHeap
+    jvm_threads: int
+    python_threads: int
+    pipelines_dirs: list[str]
+    jvm_thread_groups: dict[str, int] | None = None  # with ``?threads=1``
+
+
+class Liveness(_Answer):
+    """``GET /livez`` (no token)."""
+
+    status: Literal["ok"] = "ok"
+
+
+class ErrorBody(_Answer):
+    """Every refusal: ``error`` says what and how to fix it; ``spec`` names a refused spec
+    path (403), ``running`` the request in the way (409)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    spec: str | None = None
+    running: AttemptView | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body: ``spec`` and ``running`` only when given (the status inside whole)."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
