@@ -255,7 +255,9 @@ def _state(args: argparse.Namespace) -> int:
 
     rt = _runtime(args.spec)
     if args.format == "parquet" and not args.output:
-        raise StateViewError(f"pipeline {rt.name}: --format parquet needs --output PATH")
+        raise StateViewError(
+            f"pipeline {rt.name}: --format parquet needs --output PATH", pipeline=rt.name
+        )
     keys = parse_key_filters(rt.name, args.key)
     checkpoint = resolve_checkpoint(rt, args.epoch, args.savepoint)
     frame = state_view(_spark(rt), rt, checkpoint, keys)

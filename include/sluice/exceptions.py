@@ -1,14 +1,18 @@
 """Root of every error Sluice raises on purpose.
 
-Subpackages define their own ``exceptions.py`` whose classes derive from :class:`SluiceError`.
-Messages name the pipeline, epoch and object key wherever they are known.
+Each subpackage defines its errors in its own ``exceptions.py``, every class deriving from
+:class:`SluiceError`; this module holds the root and the errors of top-level modules. Sources',
+sinks' and operators' errors derive from ``SourceError`` (:mod:`sluice.sources.exceptions`),
+``SinkError`` (:mod:`sluice.sinks.exceptions`) and ``OperatorError``
+(:mod:`sluice.operators.exceptions`). Messages name the pipeline, epoch and object key wherever
+they are known, and the error carries them as attributes too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Problem", "SluiceError"]
+__all__ = ["Problem", "SluiceError", "StateViewError"]
 
 
 @dataclass(frozen=True)
@@ -31,9 +35,11 @@ class Problem:
         return f"{source}: {self.field}: {self.message}.{fix}"
 
     def __str__(self) -> str:
-        """``field: message`` (and the fix), one line."""
+        """``field: message`` (and the fix), one line; a problem of no field (``-``) is its
+        message."""
         fix = f" Fix: {self.fix}" if self.fix else ""
-        return f"{self.field}: {self.message}{fix}"
+        where = "" if self.field == "-" else f"{self.field}: "
+        return f"{where}{self.message}{fix}"
 
     @classmethod
     def parse(cls, line: str | Problem) -> Problem:
@@ -47,3 +53,19 @@ class Problem:
 
 class SluiceError(Exception):
     """Base class of all Sluice errors."""
+
+
+class StateViewError(SluiceError):
+    """``sluice state``: the requested checkpoint or key filter cannot be shown; nothing was
+    read. ``pipeline``, ``epoch`` and ``savepoint`` are those the message names (or None)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        epoch: int | None = None,
+        savepoint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.pipeline, self.epoch, self.savepoint = pipeline, epoch, savepoint

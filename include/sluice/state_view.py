@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.exceptions import SluiceError
+from sluice.exceptions import StateViewError
 from sluice.protocol.model import Checkpoint
 from sluice.protocol.runtime import Runtime
 
@@ -28,22 +28,22 @@ if TYPE_CHECKING:
 __all__ = ["StateViewError", "parse_key_filters", "resolve_checkpoint", "rows_of", "state_view"]
 
 
-class StateViewError(SluiceError):
-    """The requested checkpoint or key filter cannot be shown; nothing was read."""
-
-
 def resolve_checkpoint(
     rt: Runtime, epoch: int | None = None, savepoint: str | None = None
 ) -> Checkpoint:
     """The checkpoint of ``epoch``, of ``savepoint``, or the latest one."""
     if epoch is not None and savepoint is not None:
-        raise StateViewError(f"pipeline {rt.name}: give --epoch or --savepoint, not both")
+        raise StateViewError(
+            f"pipeline {rt.name}: give --epoch or --savepoint, not both", pipeline=rt.name
+        )
     if savepoint is not None:
         found = rt.repo.savepoint(savepoint)
         if found is None:
             names = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
             raise StateViewError(
-                f"pipeline {rt.name}: no savepoint {savepoint!r} (savepoints: {names})"
+                f"pipeline {rt.name}: no savepoint {savepoint!r} (savepoints: {names})",
+                pipeline=rt.name,
+                savepoint=savepoint,
             )
         epoch = found.epoch
     epoch = epoch if epoch is not None else rt.repo.latest_epoch()
@@ -52,7 +52,10 @@ def resolve_checkpoint(
         kept = rt.repo.committed_epochs()
         have = ", ".join(map(str, kept)) or "none"
         raise StateViewError(
-            f"pipeline {rt.name}: no committed checkpoint {epoch} (retained: {have})"
+            f"pipeline {rt.name}: no committed checkpoint {epoch} (retained: {have})",
+            pipeline=rt.name,
+            epoch=epoch,
+            savepoint=savepoint,
         )
     return checkpoint
 
@@ -73,7 +76,8 @@ def state_view(
     if unknown:
         raise StateViewError(
             f"pipeline {rt.name}: --key {', '.join(unknown)}: not a key column "
-            f"(key columns: {', '.join(key_columns) or 'none'})"
+            f"(key columns: {', '.join(key_columns) or 'none'})",
+            pipeline=rt.name,
         )
     if spec.stateless:
         return None
@@ -171,7 +175,9 @@ def parse_key_filters(pipeline: str, pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         column, sep, value = pair.partition("=")
         if not sep or not column:
-            raise StateViewError(f"pipeline {pipeline}: --key {pair!r}: expected COLUMN=VALUE")
+            raise StateViewError(
+                f"pipeline {pipeline}: --key {pair!r}: expected COLUMN=VALUE", pipeline=pipeline
+            )
         found[column] = value
     return found
 

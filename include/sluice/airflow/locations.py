@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
+from sluice.airflow.exceptions import PipelineClash
 from sluice.spec import PipelineSpec, SinkSpec
 from sluice.storage import normalized_uri, storage_uri_problem
 
@@ -41,10 +42,6 @@ _APART = {
     frozenset({OUTPUT, CHECKPOINTS}): "one pipeline would write into another's checkpoints",
     frozenset({INPUT, CHECKPOINTS}): "one pipeline would read another's checkpoints as input",
 }
-
-
-class PipelineClash(ValueError):
-    """Two pipelines of one deployment share a location (the message names specs and URIs)."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +124,4 @@ def check_apart(specs: Sequence[tuple[PipelineSpec, str | Path]]) -> None:
             "deployment: the shipped specs read it as ONE pipeline's folder. Unset it and set "
             "SLUICE_DATA_ROOT instead (each shipped spec keeps its own folder under it)."
         )
-    raise PipelineClash(
-        "pipelines of one deployment share locations:\n  - "
-        + "\n  - ".join(found)
-        + "\nFix: give each spec its own input, output and checkpoint paths."
-        + hint
-    )
+    raise PipelineClash(found, hint)

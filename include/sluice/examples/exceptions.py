@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sluice.exceptions import SluiceError
+from sluice.sinks.exceptions import SinkError
 from sluice.sources.exceptions import SourceError
 
 __all__ = [
@@ -30,16 +31,17 @@ class RangeChanged(SqliteSourceError):
     """A planned range no longer holds the rows it held when it was planned: replaying it
     would not give the same records, so the epoch stops instead."""
 
-    def __init__(self, location: str, start: int, stop: int, planned: int, found: int) -> None:
+    def __init__(self, source: str, start: int, stop: int, planned: int, found: int) -> None:
         super().__init__(
-            f"{location}: ids [{start}, {stop}) held {planned} row(s) when planned and hold "
+            f"{source}: ids [{start}, {stop}) held {planned} row(s) when planned and hold "
             f"{found} now; rows inside a planned range were inserted or deleted. Only append "
-            "rows with ids above every id read so far."
+            "rows with ids above every id read so far.",
+            source=source,
         )
         self.start, self.stop, self.planned, self.found = start, stop, planned, found
 
 
-class SqliteSinkError(SluiceError):
+class SqliteSinkError(SinkError):
     """The SQLite sink cannot do what was asked."""
 
 
@@ -51,4 +53,4 @@ class StagingTableMissing(SqliteSinkError):
             f"{where}: not committed yet and its staging table {staging} is missing; "
             "its rows would be lost"
         )
-        self.staging = staging
+        self.where, self.staging = where, staging

@@ -71,7 +71,11 @@ class SqliteSink(Sink):
     def __init__(self, spec: PluginSinkConfig, options: dict[str, Any], pipeline: str) -> None:
         opts = Options(f"pipeline {pipeline}, sink {spec.name}", options, {"path", "table"})
         if spec.mode == "upsert" and not spec.keys:
-            raise SqliteSinkError(f"pipeline {pipeline}, sink {spec.name}: upsert needs keys")
+            raise SqliteSinkError(
+                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                pipeline=pipeline,
+                sink=spec.name,
+            )
         self.name = spec.name
         self.spec = spec
         self.pipeline = pipeline
@@ -87,6 +91,10 @@ class SqliteSink(Sink):
 
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
+
+    def _context(self, epoch: int, attempt: str) -> dict[str, Any]:
+        """What :meth:`_where` names, as a :class:`~sluice.sinks.exceptions.SinkError`'s data."""
+        return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
     # -- prepare ------------------------------------------------------------------------------
 
@@ -118,7 +126,8 @@ class SqliteSink(Sink):
         missing = [k for k in self.spec.keys if k not in columns]
         if missing:
             raise SqliteSinkError(
-                f"{self._where(epoch, attempt)}: key columns {missing} are not in the output"
+                f"{self._where(epoch, attempt)}: key columns {missing} are not in the output",
+                **self._context(epoch, attempt),
             )
         at = [columns.index(k) for k in self.spec.keys]
         op = columns.index("_op")
@@ -127,7 +136,10 @@ class SqliteSink(Sink):
             key = tuple(row[i] for i in at)
             if None in key or (row[op] == "upsert" and key in seen):
                 problem = "has a null" if None in key else "is upserted twice"
-                raise SqliteSinkError(f"{self._where(epoch, attempt)}: key {key} {problem}")
+                raise SqliteSinkError(
+                    f"{self._where(epoch, attempt)}: key {key} {problem}",
+                    **self._context(epoch, attempt),
+                )
             if row[op] == "upsert":
                 seen.add(key)
 
@@ -143,7 +155,9 @@ class SqliteSink(Sink):
         if absent:
             raise SqliteSinkError(
                 f"pipeline {self.pipeline}, sink {self.name}: table {self.uri} has no columns "
-                f"{absent}; add them or write to a new table"
+                f"{absent}; add them or write to a new table",
+                pipeline=self.pipeline,
+                sink=self.name,
             )
 
     # -- commit -------------------------------------------------------------------------------

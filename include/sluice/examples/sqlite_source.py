@@ -145,7 +145,8 @@ class SqliteSource(Source):
         for value in ids:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SqliteSourceError(
-                    f"{self.location}: column {self.id_column} holds {value!r}, not an integer id"
+                    f"{self.location}: column {self.id_column} holds {value!r}, not an integer id",
+                    source=self.location,
                 )
         return SqliteRange(start, ids[-1] + 1, len(ids))
 
@@ -207,7 +208,9 @@ class SqliteSource(Source):
             with read_only(self.path) as conn:
                 return conn.execute(query, params).fetchall()
         except sqlite3.Error as exc:
-            raise SqliteSourceError(f"{self.location}: {type(exc).__name__}: {exc}") from exc
+            raise SqliteSourceError(
+                f"{self.location}: {type(exc).__name__}: {exc}", source=self.location
+            ) from exc
 
 
 def _text(value: Any, kind: str) -> str | None:

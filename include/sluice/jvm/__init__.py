@@ -23,22 +23,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from sluice.exceptions import SluiceError
+from sluice.jvm.exceptions import HelperJarUnavailable
 
 __all__ = ["HelperJarUnavailable", "helper_jar", "pyspark_jars"]
 
 SOURCES = Path(__file__).resolve().parent / "java"
-
-
-class HelperJarUnavailable(SluiceError):
-    """The helper jar is not there and cannot be built here."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f"Sluice's Spark helper jar cannot be built: {reason}. Fix: install a JDK 17+ "
-            "(javac; Debian: apt-get install openjdk-17-jdk-headless) and run `make jvm`, or "
-            "set SLUICE_SPARK_HELPER_JAR to a jar built by `make jvm` on another machine."
-        )
 
 
 def pyspark_jars() -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.exceptions import SluiceError
+from sluice.jvm.exceptions import HelperClassesMissing
 from sluice.spark import context_cache
 
 if TYPE_CHECKING:
@@ -28,17 +28,6 @@ __all__ = [
     "partition_value",
     "position_max",
 ]
-
-
-class HelperClassesMissing(SluiceError):
-    """The Spark session was started without Sluice's helper jar."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "this Spark session cannot load Sluice's helper classes (io.sluice.spark): start it "
-            "with sluice.spark.spark_session(), or add the jars of sluice.spark.engine_jars() "
-            "to spark.jars / spark-submit --jars"
-        )
 
 
 @dataclass(frozen=True)

@@ -23,20 +23,13 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from sluice.exceptions import SluiceError
+from sluice.keyed.exceptions import FunctionNotFound
 
 __all__ = ["FunctionNotFound", "load_reference", "register", "registered", "resolve"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _REGISTRY: dict[str, Callable[..., Any]] = {}
 _loaded: dict[str, tuple[str, int]] = {}  # module name -> (file, mtime) imported from a spec folder
-
-
-class FunctionNotFound(SluiceError):
-    def __init__(self, pipeline: str, field: str, reference: str, reason: str) -> None:
-        self.reference = reference
-        super().__init__(
-            f"pipeline {pipeline}: {field}: cannot find function {reference!r}: {reason}"
-        )
 
 
 @overload

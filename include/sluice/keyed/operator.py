@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from sluice.exceptions import SluiceError
 from sluice.keyed.batches import RECORD, SIDE, STATE, KeyBatches
+from sluice.keyed.exceptions import ERROR_MARK, ProcessFunctionFailed
 from sluice.keyed.functions import resolve
 from sluice.keyed.runner import (
-    ERROR_MARK,
     NO_WATERMARK,
     TIMERS,
     KeyedProgram,
@@ -59,10 +58,6 @@ __all__ = [
 
 KEYLESS = "_key"  # the constant key column of a pipeline without key_by
 _ORDER = ("_major", "_line", "_partition")
-
-
-class ProcessFunctionFailed(SluiceError):
-    """The epoch stopped because a process function raised (the message names the key)."""
 
 
 def key_columns(spec: PipelineSpec) -> list[str]:
@@ -383,7 +378,7 @@ def _totals(result: DataFrame, spec: PipelineSpec, epoch: int) -> tuple[int, int
         message = _failure(str(exc))
         if message is None:
             raise
-        raise ProcessFunctionFailed(message) from None
+        raise ProcessFunctionFailed(message, pipeline=spec.name, epoch=epoch) from None
     return int(row["emitted"]), int(row["alive"])
 
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sluice.exceptions import SluiceError
 from sluice.keyed.context import NO_WATERMARK, KeyedContext, Timers
+from sluice.keyed.exceptions import ERROR_MARK, KeyedFunctionError
 from sluice.keyed.state import ListState, MapState, ReducingState, StateHandle, ValueState
 from sluice.spec.model import StateSpec
 
@@ -38,7 +38,6 @@ __all__ = [
     "state_column",
 ]
 
-ERROR_MARK = "sluice-keyed-function-failed: "
 TIMERS = "_timers"
 _NO_TIMES: tuple[int, ...] = ()
 
@@ -49,16 +48,6 @@ def state_column(name: str) -> str:
 
 def stamp_column(name: str) -> str:
     return f"_t_{name}"
-
-
-class KeyedFunctionError(SluiceError):
-    """A user function raised (or returned rows that do not fit the declared output)."""
-
-    def __init__(self, pipeline: str, epoch: int, key: Any, function: str, problem: str) -> None:
-        self.pipeline, self.epoch, self.key, self.function = pipeline, epoch, key, function
-        super().__init__(
-            f"{ERROR_MARK}pipeline {pipeline}, epoch {epoch}, key {key!r}: {function}: {problem}"
-        )
 
 
 @dataclass(frozen=True)

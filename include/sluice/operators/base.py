@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from sluice.exceptions import SluiceError
+from sluice.operators.exceptions import InvalidExpression
 from sluice.operators.watermarks import WatermarkState
 
 if TYPE_CHECKING:
@@ -57,17 +57,6 @@ CLASS_NAMES = {ACCEPTED: "accepted", LATE: "late", DEAD: "dead", FILTERED: "filt
 POSITION = ("_partition", "_major", "_line")
 
 Frame = Callable[[], "DataFrame"]
-
-
-class InvalidExpression(SluiceError):
-    """A ``select:`` or ``filter:`` expression Spark cannot analyse."""
-
-    def __init__(self, pipeline: str, field: str, expression: str, reason: str) -> None:
-        first = reason.strip().splitlines()[0] if reason.strip() else reason
-        super().__init__(
-            f"pipeline {pipeline}: {field}: Spark cannot evaluate {expression!r}: {first}. "
-            "Fix the expression (Spark SQL syntax) in the spec."
-        )
 
 
 @dataclass(frozen=True)

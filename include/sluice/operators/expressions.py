@@ -26,21 +26,11 @@ from typing import Any
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from sluice.exceptions import SluiceError
+from sluice.operators.exceptions import ExpressionGuardUnavailable
 
 __all__ = ["ExpressionGuardUnavailable", "failure_reason", "guarded"]
 
 EXPRESSION_FAILED = "expression_failed"
-
-
-class ExpressionGuardUnavailable(SluiceError):
-    """The session cannot build a guarded expression (not a classic Spark session)."""
-
-    def __init__(self, pipeline: str, reason: str) -> None:
-        super().__init__(
-            f"pipeline {pipeline}: select/filter expressions need a classic Spark session "
-            f"(py4j gateway) to send failing records to dead letters: {reason}"
-        )
 
 
 def guarded(spark: SparkSession, expression: Column, pipeline: str) -> Column:

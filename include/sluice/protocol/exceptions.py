@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from sluice.exceptions import SluiceError
+from collections.abc import Sequence
+
+from sluice.exceptions import Problem, SluiceError
 
 __all__ = [
     "AttemptStateError",
     "EpochAlreadyCommitted",
     "EpochRetired",
+    "InvalidRunRequest",
     "MissingConnection",
     "NoPlan",
     "NoPreparedAttempt",
     "PluginError",
     "ProtocolError",
+    "SavepointError",
     "SpecChanged",
 ]
 
@@ -64,6 +68,8 @@ class AttemptStateError(ProtocolError):
             f"pipeline {pipeline}: epoch {epoch} attempt {attempt} is {current}; "
             f"it cannot become {wanted}"
         )
+        self.pipeline, self.epoch, self.attempt = pipeline, epoch, attempt
+        self.current, self.wanted = current, wanted
 
 
 class SpecChanged(ProtocolError):
@@ -79,7 +85,7 @@ class SpecChanged(ProtocolError):
             "under a new name. Added aggregates and states, sinks and limits need none of "
             "this (docs/savepoints-and-retention.md)."
         )
-        self.differences = differences
+        self.pipeline, self.epoch, self.differences = pipeline, epoch, differences
 
 
 class MissingConnection(ProtocolError):
@@ -103,3 +109,24 @@ class PluginError(ProtocolError):
     def __init__(self, pipeline: str, field: str, reference: str, reason: str) -> None:
         super().__init__(f"pipeline {pipeline}: {field}: cannot use {reference!r}: {reason}")
         self.pipeline, self.field, self.reference, self.reason = pipeline, field, reference, reason
+
+
+class InvalidRunRequest(ProtocolError):
+    """A trigger's conf cannot be honoured; nothing was written."""
+
+    def __init__(self, pipeline: str, problems: Sequence[str | Problem]) -> None:
+        self.pipeline = pipeline
+        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
+        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
+        listed = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"pipeline {pipeline!r}: the run request was rejected, nothing was written:\n{listed}"
+        )
+
+
+class SavepointError(ProtocolError):
+    """A savepoint cannot be taken, found or deleted; nothing was changed."""
+
+    def __init__(self, pipeline: str, name: str, reason: str) -> None:
+        super().__init__(f"pipeline {pipeline}: savepoint {name!r}: {reason}")
+        self.pipeline, self.name, self.reason = pipeline, name, reason

@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sluice.exceptions import Problem
-from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.exceptions import InvalidRunRequest
 from sluice.protocol.layout import SAVEPOINT_NAME
 from sluice.protocol.model import Plan, Restore
 from sluice.protocol.runtime import Runtime
@@ -52,19 +51,6 @@ OnMissing = Literal["fail", "earliest"]
 RESTORE_CHOICES: tuple[str, ...] = get_args(RestoreFrom)
 MISSING_CHOICES: tuple[str, ...] = get_args(OnMissing)
 _NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
-
-
-class InvalidRunRequest(ProtocolError):
-    """A trigger's conf cannot be honoured; nothing was written."""
-
-    def __init__(self, pipeline: str, problems: Sequence[str | Problem]) -> None:
-        self.pipeline = pipeline
-        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
-        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
-        listed = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"pipeline {pipeline!r}: the run request was rejected, nothing was written:\n{listed}"
-        )
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sluice.protocol import layout
-from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.exceptions import SavepointError
 from sluice.protocol.model import RetiredMark, Savepoint
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists
@@ -46,14 +46,6 @@ __all__ = [
     "delete_savepoint",
     "take_savepoint",
 ]
-
-
-class SavepointError(ProtocolError):
-    """A savepoint cannot be taken, found or deleted; nothing was changed."""
-
-    def __init__(self, pipeline: str, name: str, reason: str) -> None:
-        super().__init__(f"pipeline {pipeline}: savepoint {name!r}: {reason}")
-        self.pipeline, self.name, self.reason = pipeline, name, reason
 
 
 @dataclass

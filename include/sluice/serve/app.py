@@ -40,6 +40,7 @@ from starlette.exceptions import HTTPException
 
 from sluice import __version__
 from sluice.serve.attempts import Attempt, AttemptRegistry, Busy
+from sluice.serve.exceptions import HttpError
 from sluice.serve.model import (
     MAX_WAIT_S,
     AttemptList,
@@ -62,16 +63,6 @@ log = logging.getLogger("sluice.serve")
 MAX_BODY_BYTES = 1 << 20
 ATTEMPTS = "/v1/attempts"
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-
-
-class HttpError(Exception):
-    """A refusal: answered ``status`` with ``{"error": message, **extra}``."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        self.status = status
-        self.message = message
-        self.extra = extra
-        super().__init__(message)
 
 
 @dataclass

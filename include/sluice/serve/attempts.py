@@ -29,7 +29,7 @@ from sluice.exceptions import SluiceError
 from sluice.jobs import process_attempt
 from sluice.pipeline import open_pipeline
 from sluice.protocol import Faults
-from sluice.serve.exceptions import ServeError
+from sluice.serve.exceptions import Busy
 from sluice.serve.model import (
     AttemptError,
     AttemptRequest,
@@ -55,15 +55,6 @@ MAX_MESSAGE_CHARS = 4000
 POOL = "spark.scheduler.pool"
 KEEP_FINISHED = 256
 _DONE_LOCK = threading.Lock()  # an attempt's end and the callbacks waiting for it
-
-
-class Busy(ServeError):
-    """The request cannot start now (HTTP 409 or 429); ``running`` is the attempt in the way."""
-
-    def __init__(self, message: str, status: int, running: Attempt | None = None) -> None:
-        self.status = status
-        self.running = running
-        super().__init__(message)
 
 
 @dataclass

@@ -3,13 +3,19 @@ was cancelled, a server that cannot be reached. Each names what it is about."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from sluice.exceptions import SluiceError
+from sluice.exceptions import Problem, SluiceError
 
 __all__ = [
     "AttemptCancelled",
     "AttemptFailed",
+    "BadRequest",
+    "Busy",
+    "HttpError",
+    "OutsideRoots",
     "PipelineBusy",
     "ServeError",
     "ServeRefused",
@@ -58,6 +64,7 @@ class AttemptFailed(ServeError):
 
     def __init__(self, request_id: str, error: dict[str, Any]) -> None:
         self.request_id = request_id
+        self.error = dict(error)  # the attempt's error record: type, message, sluice_error
         self.error_type = str(error.get("type") or "Exception")
         self.sluice_error = bool(error.get("sluice_error"))
         self.error_message = str(error.get("message") or "")
@@ -73,3 +80,44 @@ class AttemptCancelled(AttemptFailed):
     def __init__(self, request_id: str, error: dict[str, Any]) -> None:
         super().__init__(request_id, error)
         self.args = (f"attempt request {request_id} was cancelled: {self.args[0]}",)
+
+
+class HttpError(ServeError):
+    """A refusal: answered ``status`` with ``{"error": message, **extra}``."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        self.status = status
+        self.message = message
+        self.extra = extra
+        super().__init__(message)
+
+
+class Busy(ServeError):
+    """The request cannot start now (HTTP 409 or 429); ``running`` is the attempt in the way."""
+
+    def __init__(self, message: str, status: int, running: Any = None) -> None:
+        # running: the sluice.serve.attempts.Attempt in the way, if any
+        self.status = status
+        self.running = running
+        super().__init__(message)
+
+
+class BadRequest(ServeError, ValueError):
+    """A request body that is not a valid :class:`AttemptRequest` (each problem named): the
+    server answers it with 400, the client raises it before sending."""
+
+    def __init__(self, problems: Sequence[str | Problem]) -> None:
+        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
+        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
+        super().__init__("; ".join(self.problems))
+
+
+class OutsideRoots(ServeError):
+    """A spec path outside the folders this server serves (or not a spec file)."""
+
+    def __init__(self, path: str, reason: str, roots: Sequence[Path]) -> None:
+        self.path = path
+        self.reason = reason
+        self.roots = tuple(roots)
+        shown = ", ".join(str(r) for r in self.roots)
+        super().__init__(f"spec {path!r}: {reason} (this server serves specs under: {shown})")

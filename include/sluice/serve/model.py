@@ -8,7 +8,6 @@ Requests refuse unknown fields; responses ignore fields a newer server adds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -23,8 +22,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from sluice.exceptions import Problem
-from sluice.serve.exceptions import ServeError
+from sluice.serve.exceptions import BadRequest
 
 __all__ = [
     "DEFAULT_PORT",
@@ -61,16 +59,6 @@ class RequestStatus(StrEnum):
     @property
     def done(self) -> bool:
         return self is not RequestStatus.RUNNING
-
-
-class BadRequest(ServeError, ValueError):
-    """A request body that is not a valid :class:`AttemptRequest` (each problem named): the
-    server answers it with 400, the client raises it before sending."""
-
-    def __init__(self, problems: Sequence[str | Problem]) -> None:
-        self.details = tuple(Problem.parse(p) for p in problems)  # field, message, fix
-        self.problems = [str(p) for p in self.details]  # one line each: "field: message"
-        super().__init__("; ".join(self.problems))
 
 
 # -- the request ------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from sluice.serve.exceptions import ServeError
+from sluice.serve.exceptions import OutsideRoots, ServeError
 
 __all__ = [
     "TOKEN_ENV",
@@ -76,13 +76,6 @@ def bearer_matches(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode(), token.encode())
-
-
-class OutsideRoots(ServeError):
-    def __init__(self, path: str, reason: str, roots: Iterable[Path]) -> None:
-        self.path = path
-        shown = ", ".join(str(r) for r in roots)
-        super().__init__(f"spec {path!r}: {reason} (this server serves specs under: {shown})")
 
 
 @dataclass(frozen=True)

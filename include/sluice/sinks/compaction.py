@@ -40,7 +40,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sluice.exceptions import SluiceError
+from sluice.sinks.exceptions import CompactionConflict, CompactionError
 from sluice.sinks.files import EXTENSIONS, is_hidden
 from sluice.storage import ObjectAlreadyExists, ObjectInfo, ObjectNotFound, ObjectStore
 from sluice.storage.manifest import read_manifest, write_manifest
@@ -64,19 +64,6 @@ SPARK_SCHEMA = b"org.apache.spark.sql.parquet.row.metadata"
 CrashPoint = Literal["written", "manifest", "moved", "deleted"]
 _EPOCH_FILE = re.compile(r"part-(\d{12})-(\d{5})\.(parquet|jsonl)")
 _MANIFEST = re.compile(rf"{COMPACTION}/([^/]+)\.json")
-
-
-class CompactionError(SluiceError):
-    """Compaction of a files sink could not proceed; names the sink URI."""
-
-    def __init__(self, uri: str, message: str) -> None:
-        super().__init__(f"compaction of {uri}: {message}")
-        self.uri = uri
-
-
-class CompactionConflict(CompactionError):
-    """A compacted name is taken, or another compaction with the same id stored a different
-    manifest: another compactor is running, or files were changed by hand."""
 
 
 class InjectedCrash(Exception):  # a test fault, deliberately not a SluiceError

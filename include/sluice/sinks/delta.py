@@ -64,8 +64,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.exceptions import SluiceError
 from sluice.sinks.base import Prepared, Sink
+from sluice.sinks.exceptions import DeltaSinkError, StagingMissing
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -93,23 +93,6 @@ TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 _LOG_COMMIT = re.compile(r"^_delta_log/(\d{20})\.json$")
 
 
-class DeltaSinkError(SluiceError):
-    """A delta sink cannot do what was asked."""
-
-
-class StagingMissing(DeltaSinkError):
-    """The epoch is not in the table and its staged rows are gone: committing would lose them."""
-
-    def __init__(self, pipeline: str, sink: str, epoch: int, attempt: str, staging: str) -> None:
-        super().__init__(
-            f"pipeline {pipeline}, sink {sink}: epoch {epoch} (attempt {attempt}) is not "
-            f"committed to the Delta table and its staged rows at {staging} are gone; its rows "
-            "would be lost"
-        )
-        self.pipeline, self.sink, self.epoch, self.attempt = pipeline, sink, epoch, attempt
-        self.staging = staging
-
-
 def txn_app_id(pipeline: str, sink: str) -> str:
     """The Delta ``txnAppId`` of one sink of one pipeline (stable across runs)."""
     return f"sluice:{pipeline}:{sink}"
@@ -132,7 +115,11 @@ class DeltaSink(Sink):
         spark: Callable[[], SparkSession],
     ) -> None:
         if spec.mode == "upsert" and not spec.keys:
-            raise DeltaSinkError(f"pipeline {pipeline}, sink {spec.name}: upsert needs keys")
+            raise DeltaSinkError(
+                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                pipeline=pipeline,
+                sink=spec.name,
+            )
         self.name = spec.name
         self.spec = spec
         self.store = store
@@ -149,6 +136,10 @@ class DeltaSink(Sink):
 
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
+
+    def _context(self, epoch: int, attempt: str) -> dict[str, Any]:
+        """What :meth:`_where` names, as a :class:`SinkError`'s attributes."""
+        return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
     def _prepared(self, epoch: int, attempt: str, rows: int, **details: Any) -> Prepared:
         details["txn_app_id"] = self.app_id
@@ -184,7 +175,8 @@ class DeltaSink(Sink):
         if missing:
             raise DeltaSinkError(
                 f"{self._where(epoch, attempt)}: the upsert's columns {missing} are not in the "
-                f"output columns {columns}"
+                f"output columns {columns}",
+                **self._context(epoch, attempt),
             )
 
     def _staging_uri(self, prefix: str) -> str:
@@ -202,7 +194,8 @@ class DeltaSink(Sink):
             key = {k: repeated[0][k] for k in keys}
             raise DeltaSinkError(
                 f"{self._where(epoch, attempt)}: key {key} appears more than once in the "
-                "epoch's changelog"
+                "epoch's changelog",
+                **self._context(epoch, attempt),
             )
 
     # -- commit -------------------------------------------------------------------------------
@@ -359,7 +352,10 @@ class DeltaSink(Sink):
                         raise DeltaSinkError(
                             f"pipeline {self.pipeline}, sink {self.name}: the Delta log of "
                             f"{self.store.uri()} no longer has version {version - 1} (the "
-                            f"table as of epoch {epoch}); its output cannot be retracted"
+                            f"table as of epoch {epoch}); its output cannot be retracted",
+                            pipeline=self.pipeline,
+                            sink=self.name,
+                            epoch=epoch,
                         )
                     return version - 1
         return None

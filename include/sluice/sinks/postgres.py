@@ -48,8 +48,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import psycopg2
 from psycopg2 import sql
 
-from sluice.exceptions import SluiceError
 from sluice.sinks.base import Prepared, Sink
+from sluice.sinks.exceptions import PostgresSinkError, StagingTableMissing
 from sluice.spec.components.postgres_sink import PostgresSinkConfig
 
 if TYPE_CHECKING:
@@ -87,22 +87,6 @@ _JDBC_PARAMS = {
     "connect_timeout": "connectTimeout",
     "options": "options",
 }
-
-
-class PostgresSinkError(SluiceError):
-    """A postgres sink cannot do what was asked; the message never holds the password."""
-
-
-class StagingTableMissing(PostgresSinkError):
-    """The epoch is not committed and its staged rows are gone: committing now would lose them."""
-
-    def __init__(self, pipeline: str, sink: str, epoch: int, attempt: str, staging: str) -> None:
-        super().__init__(
-            f"pipeline {pipeline}, sink {sink}: epoch {epoch} (attempt {attempt}) is not "
-            f"committed and its staging table {staging} is missing; its rows would be lost"
-        )
-        self.pipeline, self.sink, self.epoch, self.attempt = pipeline, sink, epoch, attempt
-        self.staging = staging
 
 
 # -- the connection URI -----------------------------------------------------------------------
@@ -270,9 +254,17 @@ class PostgresSink(Sink):
 
     def __init__(self, spec: PostgresSinkConfig, url: str, pipeline: str) -> None:
         if not spec.table:
-            raise PostgresSinkError(f"pipeline {pipeline}, sink {spec.name}: no table")
+            raise PostgresSinkError(
+                f"pipeline {pipeline}, sink {spec.name}: no table",
+                pipeline=pipeline,
+                sink=spec.name,
+            )
         if spec.mode == "upsert" and not spec.keys:
-            raise PostgresSinkError(f"pipeline {pipeline}, sink {spec.name}: upsert needs keys")
+            raise PostgresSinkError(
+                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                pipeline=pipeline,
+                sink=spec.name,
+            )
         self.name = spec.name
         self.spec = spec
         self.pipeline = pipeline
@@ -296,6 +288,10 @@ class PostgresSink(Sink):
 
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
+
+    def _context(self, epoch: int, attempt: str) -> dict[str, Any]:
+        """What :meth:`_where` names, as a :class:`SinkError`'s attributes."""
+        return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
     # -- prepare ------------------------------------------------------------------------------
 
@@ -324,7 +320,9 @@ class PostgresSink(Sink):
         if self.spec.mode == "upsert" and missing_keys:
             raise PostgresSinkError(
                 f"pipeline {self.pipeline}, sink {self.name}: key columns {missing_keys} are not "
-                f"in the output columns {[c for c, _ in columns]}"
+                f"in the output columns {[c for c, _ in columns]}",
+                pipeline=self.pipeline,
+                sink=self.name,
             )
         with _connect(self._url) as conn, conn, conn.cursor() as cur:
             _ensure_fence(cur)
@@ -338,7 +336,9 @@ class PostgresSink(Sink):
         if absent:
             raise PostgresSinkError(
                 f"pipeline {self.pipeline}, sink {self.name}: table {self.uri} has no "
-                f"columns {absent}; add them or write to a new table"
+                f"columns {absent}; add them or write to a new table",
+                pipeline=self.pipeline,
+                sink=self.name,
             )
 
     def _ensure_bookkeeping(self, cur: Any) -> None:
@@ -394,7 +394,8 @@ class PostgresSink(Sink):
             )
             raise PostgresSinkError(
                 f"{self._where(epoch, attempt)}: Spark could not write {table} at "
-                f"{self._url.redacted()}{hint}: {_reason(text) or type(exc).__name__}"
+                f"{self._url.redacted()}{hint}: {_reason(text) or type(exc).__name__}",
+                **self._context(epoch, attempt),
             ) from exc
 
     def _seal(self, name: str, epoch: int, attempt: str) -> None:
@@ -411,7 +412,9 @@ class PostgresSink(Sink):
                 problem = self._unpublishable(cur, table)
             if problem:
                 _drop(conn, f"{STAGING_SCHEMA}.{name}")
-                raise PostgresSinkError(f"{self._where(epoch, attempt)}: {problem}")
+                raise PostgresSinkError(
+                    f"{self._where(epoch, attempt)}: {problem}", **self._context(epoch, attempt)
+                )
 
     def _unpublishable(self, cur: Any, table: sql.Identifier) -> str | None:
         """Why the staged rows cannot go into the upsert's primary key, or None."""

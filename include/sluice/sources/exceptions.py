@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["FileBehindOffset", "SourceError"]
+__all__ = ["FileBehindOffset", "KafkaOffsetsGone", "KafkaSourceError", "SourceError"]
 
 
 class SourceError(SluiceError):
-    """A source cannot produce the requested range."""
+    """A source cannot produce the requested range. ``source`` is the location the message
+    names (a URI, ``topic@servers``...; None where it names none)."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
 
 
 class FileBehindOffset(SourceError):
@@ -22,5 +27,30 @@ class FileBehindOffset(SourceError):
         super().__init__(
             f"{source}: new file(s) {shown} sort at or before the committed offset "
             f"{after_key!r}; they were never read and will not be skipped silently. Give them "
-            "keys that sort after it (e.g. a later timestamp prefix), or remove them."
+            "keys that sort after it (e.g. a later timestamp prefix), or remove them.",
+            source=source,
+        )
+
+
+class KafkaSourceError(SourceError):
+    """The broker cannot give what the plan needs (a topic or partition is gone...)."""
+
+
+class KafkaOffsetsGone(KafkaSourceError):
+    """Offsets the pipeline must read are no longer retained by the broker. ``missing`` holds
+    ``(topic, partition, first missing, end)`` per partition."""
+
+    def __init__(self, source: str, missing: list[tuple[str, int, int, int]], what: str) -> None:
+        self.missing = missing
+        self.what = what
+        listed = "; ".join(
+            f"topic {t} partition {p}: offsets {lo}..{hi - 1} ({hi - lo} records)"
+            for t, p, lo, hi in missing
+        )
+        super().__init__(
+            f"kafka source {source}: {what} needs offsets the broker no longer has ({listed}); "
+            "they were deleted by retention or deleteRecords. Nothing was read. Set "
+            "source.on_missing_offsets: earliest to continue from the earliest offsets still "
+            "there (the gap is recorded in the plan)",
+            source=source,
         )

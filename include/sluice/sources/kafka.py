@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.exceptions import SluiceError
 from sluice.sources.base import Offset, Source, SourceRange
+from sluice.sources.exceptions import KafkaOffsetsGone, KafkaSourceError
 from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec.components.kafka_source import KafkaSourceConfig, kafka_source_spec
 
@@ -59,27 +59,6 @@ _TIMEOUT_S = 30.0
 _LOG = logging.getLogger("sluice.kafka")
 # KafkaError codes of a refused login: SASL failed (-169) or the broker said so (58).
 _AUTH_ERRORS = (-169, 58)
-
-
-class KafkaSourceError(SluiceError):
-    """The broker cannot give what the plan needs (a topic or partition is gone...)."""
-
-
-class KafkaOffsetsGone(KafkaSourceError):
-    """Offsets the pipeline must read are no longer retained by the broker."""
-
-    def __init__(self, source: str, missing: list[tuple[str, int, int, int]], what: str) -> None:
-        self.missing = missing
-        listed = "; ".join(
-            f"topic {t} partition {p}: offsets {lo}..{hi - 1} ({hi - lo} records)"
-            for t, p, lo, hi in missing
-        )
-        super().__init__(
-            f"kafka source {source}: {what} needs offsets the broker no longer has ({listed}); "
-            "they were deleted by retention or deleteRecords. Nothing was read. Set "
-            "source.on_missing_offsets: earliest to continue from the earliest offsets still "
-            "there (the gap is recorded in the plan)"
-        )
 
 
 def _key(data: Mapping[str, Mapping[Any, Any]]) -> Partitions:
@@ -248,7 +227,8 @@ class KafkaSource(Source):
                     f"kafka source {self.location}: connection {self.connection_id!r} is not "
                     f"defined: add it in Airflow (Admin > Connections, type kafka, the client "
                     f'settings in its extra, e.g. {{"bootstrap.servers": "host:9092"}}) or set '
-                    f"{env} / SLUICE_CONN_{self.connection_id.upper()}"
+                    f"{env} / SLUICE_CONN_{self.connection_id.upper()}",
+                    source=self.location,
                 )
             settings.update(connection_settings(self._connection))
         settings.update(self.settings)
@@ -258,7 +238,8 @@ class KafkaSource(Source):
             raise KafkaSourceError(
                 f"kafka source {self.location}: no bootstrap servers: set "
                 f"source.bootstrap_servers or bootstrap.servers in connection "
-                f"{self.connection_id!r}'s extra"
+                f"{self.connection_id!r}'s extra",
+                source=self.location,
             )
         return settings
 
@@ -288,7 +269,8 @@ class KafkaSource(Source):
             except KafkaException as exc:  # a setting librdkafka does not take
                 raise KafkaSourceError(
                     f"kafka source {self.location}: the client settings are refused: "
-                    f"{exc.args[0].str() if exc.args else exc}"
+                    f"{exc.args[0].str() if exc.args else exc}",
+                    source=self.location,
                 ) from None
         try:
             found: dict[tuple[str, int], tuple[int, int]] = {}
@@ -297,7 +279,8 @@ class KafkaSource(Source):
                 if meta is None or meta.error is not None or not meta.partitions:
                     reason = meta.error if meta is not None and meta.error else "no such topic"
                     raise KafkaSourceError(
-                        f"kafka source {self.location}: topic {topic!r}: {reason}"
+                        f"kafka source {self.location}: topic {topic!r}: {reason}",
+                        source=self.location,
                     )
                 for partition in sorted(meta.partitions):
                     low, high = consumer.get_watermark_offsets(
@@ -309,7 +292,8 @@ class KafkaSource(Source):
             error: Any = exc.args[0] if exc.args else exc
             reason = refused[-1] if refused else getattr(error, "str", error.__str__)()
             raise KafkaSourceError(
-                f"kafka source {self.location}: the broker did not answer the planner: {reason}"
+                f"kafka source {self.location}: the broker did not answer the planner: {reason}",
+                source=self.location,
             ) from None
         finally:
             if consumer is not self._client:
@@ -341,7 +325,8 @@ class KafkaSource(Source):
             raise KafkaSourceError(
                 f"kafka source {self.location}: partitions {', '.join(sorted(gone))} are in the "
                 "committed offsets but no longer exist (a topic was deleted or recreated); "
-                "refusing to guess where to continue"
+                "refusing to guess where to continue",
+                source=self.location,
             )
         begin: dict[tuple[str, int], int] = {}
         missing: list[tuple[str, int, int, int]] = []
@@ -460,7 +445,9 @@ class KafkaSource(Source):
         try:
             settings = spark_settings(self.client_settings())
         except ValueError as exc:
-            raise KafkaSourceError(f"kafka source {self.location}: {exc}") from None
+            raise KafkaSourceError(
+                f"kafka source {self.location}: {exc}", source=self.location
+            ) from None
         for name, value in settings.items():
             reader = reader.option(f"kafka.{name}", value)
         rows = reader.load()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from sluice.spec.exceptions import InvalidType
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -33,10 +35,6 @@ PRIMITIVES = {
     "binary": "binary",
 }
 _TOKEN = re.compile(r"\s*(<|>|,|:|[A-Za-z_][A-Za-z0-9_]*)")
-
-
-class InvalidType(ValueError):
-    """Not a type this syntax describes; the message says where."""
 
 
 def parse_type(text: str) -> str:
@@ -91,7 +89,9 @@ class _Parser:
                 break
             match = _TOKEN.match(text, pos)
             if not match:
-                raise InvalidType(f"unexpected {text[pos:].strip()[:10]!r} in {text!r}")
+                raise InvalidType(
+                    f"unexpected {text[pos:].strip()[:10]!r} in {text!r}", text=self.text
+                )
             self.tokens.append(match.group(1))
             pos = match.end()
         self.at = 0
@@ -102,15 +102,19 @@ class _Parser:
     def take(self, expected: str | None = None) -> str:
         token = self.peek()
         if token is None:
-            raise InvalidType(f"{self.text!r} ends too early")
+            raise InvalidType(f"{self.text!r} ends too early", text=self.text)
         if expected is not None and token != expected:
-            raise InvalidType(f"expected {expected!r}, found {token!r} in {self.text!r}")
+            raise InvalidType(
+                f"expected {expected!r}, found {token!r} in {self.text!r}", text=self.text
+            )
         self.at += 1
         return token
 
     def end(self) -> None:
         if self.peek() is not None:
-            raise InvalidType(f"unexpected {self.peek()!r} after the type in {self.text!r}")
+            raise InvalidType(
+                f"unexpected {self.peek()!r} after the type in {self.text!r}", text=self.text
+            )
 
     def tree(self) -> tuple:
         name = self.take().lower()
@@ -126,7 +130,9 @@ class _Parser:
             value = self.tree()
             self.take(">")
             if key[0] in ("array", "map", "struct"):
-                raise InvalidType(f"map keys must be a simple type in {self.text!r}")
+                raise InvalidType(
+                    f"map keys must be a simple type in {self.text!r}", text=self.text
+                )
             return ("map", key, value)
         if name == "struct":
             self.take("<")
@@ -134,21 +140,28 @@ class _Parser:
             while True:
                 field = self.take()
                 if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", field):
-                    raise InvalidType(f"{field!r} is not a field name in {self.text!r}")
+                    raise InvalidType(
+                        f"{field!r} is not a field name in {self.text!r}", text=self.text
+                    )
                 if field in {f for f, _ in fields}:
-                    raise InvalidType(f"field {field!r} appears twice in {self.text!r}")
+                    raise InvalidType(
+                        f"field {field!r} appears twice in {self.text!r}", text=self.text
+                    )
                 self.take(":")
                 fields.append((field, self.tree()))
                 separator = self.take()
                 if separator == ">":
                     break
                 if separator != ",":
-                    raise InvalidType(f"expected ',' or '>', found {separator!r} in {self.text!r}")
+                    raise InvalidType(
+                        f"expected ',' or '>', found {separator!r} in {self.text!r}", text=self.text
+                    )
             return ("struct", tuple(fields))
         if name not in PRIMITIVES:
             raise InvalidType(
                 f"unknown type {name!r} in {self.text!r}; use one of "
-                f"{sorted(set(PRIMITIVES.values()))}, array<T>, map<K, V> or struct<name: T, ...>"
+                f"{sorted(set(PRIMITIVES.values()))}, array<T>, map<K, V> or struct<name: T, ...>",
+                text=self.text,
             )
         return (PRIMITIVES[name],)
 

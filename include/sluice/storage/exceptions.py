@@ -42,7 +42,7 @@ class CorruptObject(StorageError):
 
     def __init__(self, uri: str, reason: str, what: str = "manifest") -> None:
         super().__init__(uri, f"corrupt {what}: {reason}")
-        self.reason = reason
+        self.reason, self.what = reason, what
 
 
 class InvalidKey(StorageError):

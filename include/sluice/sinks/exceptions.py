@@ -1,0 +1,85 @@
+"""Errors raised by sinks (and by compacting a files sink's output)."""
+
+from __future__ import annotations
+
+from sluice.exceptions import SluiceError
+
+__all__ = [
+    "CompactionConflict",
+    "CompactionError",
+    "DeltaSinkError",
+    "PostgresSinkError",
+    "SinkError",
+    "StagingMissing",
+    "StagingTableMissing",
+]
+
+
+class SinkError(SluiceError):
+    """A sink cannot stage, publish or retract an epoch's output. ``pipeline``, ``sink``,
+    ``epoch`` and ``attempt`` are the ones the message names (None where it names none, e.g. a
+    connection URI refused before any pipeline is known)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        sink: str | None = None,
+        epoch: int | None = None,
+        attempt: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.pipeline, self.sink, self.epoch, self.attempt = pipeline, sink, epoch, attempt
+
+
+class PostgresSinkError(SinkError):
+    """A postgres sink cannot do what was asked; the message never holds the password."""
+
+
+class StagingTableMissing(PostgresSinkError):
+    """The epoch is not committed and its staged rows are gone: committing now would lose them."""
+
+    def __init__(self, pipeline: str, sink: str, epoch: int, attempt: str, staging: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline}, sink {sink}: epoch {epoch} (attempt {attempt}) is not "
+            f"committed and its staging table {staging} is missing; its rows would be lost",
+            pipeline=pipeline,
+            sink=sink,
+            epoch=epoch,
+            attempt=attempt,
+        )
+        self.staging = staging
+
+
+class DeltaSinkError(SinkError):
+    """A delta sink cannot do what was asked."""
+
+
+class StagingMissing(DeltaSinkError):
+    """The epoch is not in the table and its staged rows are gone: committing would lose them."""
+
+    def __init__(self, pipeline: str, sink: str, epoch: int, attempt: str, staging: str) -> None:
+        super().__init__(
+            f"pipeline {pipeline}, sink {sink}: epoch {epoch} (attempt {attempt}) is not "
+            f"committed to the Delta table and its staged rows at {staging} are gone; its rows "
+            "would be lost",
+            pipeline=pipeline,
+            sink=sink,
+            epoch=epoch,
+            attempt=attempt,
+        )
+        self.staging = staging
+
+
+class CompactionError(SinkError):
+    """Compaction of a files sink could not proceed; names the sink URI."""
+
+    def __init__(self, uri: str, message: str) -> None:
+        super().__init__(f"compaction of {uri}: {message}")
+        self.uri, self.problem = uri, message
+
+
+class CompactionConflict(CompactionError):
+    """A compacted name is taken, or another compaction with the same id stored a different
+    manifest: another compactor is running, or files were changed by hand."""
