@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
+
 from sluice.spec.durations import parse_duration_us
 
 if TYPE_CHECKING:

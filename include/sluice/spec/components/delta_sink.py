@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator
+
 from sluice.spec.components.base import BuildContext, Text
 from sluice.spec.components.sinks import BuiltinSink, partition_columns, sink_name
 

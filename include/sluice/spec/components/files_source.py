@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
+
 from sluice.spec.components.base import (
     BuildContext,
     Flag,

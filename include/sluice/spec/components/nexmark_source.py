@@ -6,6 +6,7 @@ import difflib
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator
+
 from sluice.spec.components.base import (
     BuildContext,
     PositiveInt,

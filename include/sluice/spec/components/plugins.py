@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field
+
 from sluice.spec.components.base import (
     BuildContext,
     ComponentConfig,

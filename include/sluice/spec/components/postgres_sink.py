@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator
+
 from sluice.spec.components.base import NAME_RE, BuildContext, Text, problem
 from sluice.spec.components.sinks import BuiltinSink, sink_name
 

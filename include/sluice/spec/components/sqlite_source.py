@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
+
 from sluice.spec.components.base import (
     BuildContext,
     PositiveInt,

@@ -8,6 +8,7 @@ import difflib
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
+
 from sluice.spec.components.base import PositiveDuration, PositiveInt, WindowConfig
 from sluice.spec.durations import format_duration
 
