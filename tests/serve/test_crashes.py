@@ -118,6 +118,10 @@ def test_sigterm_cancels_the_running_attempt_then_stops(serve_factory: Any, tmp_
     poll = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     poll.request("GET", f"/v1/attempts/{started['id']}?wait=60",
                  headers={"Authorization": f"Bearer {server.token}"})  # fmt: skip
+    # Only a request the server has begun is answered on the way out (a connection whose
+    # request is still unread is closed, as any HTTP server's stop does): wait until it holds
+    # the poll.
+    wait_until("the long poll held by the server", lambda: client.health()["long_polls"] >= 1)
     server.stop()
     answer = poll.getresponse()
     polled = json.loads(answer.read())

@@ -74,6 +74,7 @@ class ServeState:
     registry: AttemptRegistry
     started: float = field(default_factory=time.time)
     started_monotonic: float = field(default_factory=time.monotonic)
+    long_polls: int = 0  # ``?wait=`` requests held right now (the event loop's only)
 
 
 class JsonAnswer(JSONResponse):
@@ -189,7 +190,11 @@ async def get_attempt(state: State, request_id: str, wait: str = "0") -> Attempt
     """Held until the attempt ends or ``wait`` seconds pass (no thread held meanwhile)."""
     seconds = min(_seconds("wait", wait), MAX_WAIT_S)
     attempt = _known(state, request_id)
-    await _until_done(attempt, seconds)
+    state.long_polls += 1
+    try:
+        await _until_done(attempt, seconds)
+    finally:
+        state.long_polls -= 1
     return await run_in_threadpool(state.registry.view, attempt)
 
 
@@ -310,6 +315,7 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
         ),
         jvm_threads=int(management.getThreadMXBean().getThreadCount()),
         python_threads=threading.active_count(),
+        long_polls=state.long_polls,
         pipelines_dirs=[str(r) for r in state.roots.roots],
         jvm_thread_groups=jvm_thread_groups(registry) if threads else None,
     )

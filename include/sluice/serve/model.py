@@ -213,6 +213,7 @@ class Health(_Answer):
     driver_heap: DriverHeap
     jvm_threads: int
     python_threads: int
+    long_polls: int = 0  # status requests held with ``?wait=`` right now
     pipelines_dirs: list[str]
     jvm_thread_groups: dict[str, int] | None = None  # with ``?threads=1``
 
