@@ -43,3 +43,19 @@ def test_void_and_output_fate_keep_their_stored_form() -> None:
     assert SinksCommitted.from_dict(old).output is OutputFate.COMMITTED  # before fates
     with pytest.raises(ValueError, match="nonsense"):
         SinksCommitted.from_dict({**old, "output": "nonsense"})
+
+
+def test_the_last_refusal_is_kept_and_replaced(tmp_path: Any) -> None:
+    from sluice.protocol.repository import Repository
+    from sluice.storage import open_store
+
+    repo = Repository(open_store(str(tmp_path)))
+    assert repo.last_refusal() is None
+    repo.record_refusal("manual__1", "restore_from_epoch: epoch 0 is not a checkpoint", 10)
+    repo.record_refusal("manual__2", "take_savepoint: 'a' is taken", 20)
+    assert repo.last_refusal() == {
+        "run_id": "manual__2",
+        "message": "take_savepoint: 'a' is taken",
+        "at_us": 20,
+    }
+    assert repo.committed_epochs() == [] and repo.savepoints() == []

@@ -21,6 +21,8 @@ EPOCHS = "epochs/"
 STATE = "state/"
 RETIRED = "retired/"
 SAVEPOINTS = "savepoints/"
+# The last refused run request (kept for operators: the monitor shows it).
+LAST_REFUSAL = "refusals/last.json"
 _EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
 _STATE_KEY = re.compile(r"^state/(\d{12})-")
 _RETIRED_KEY = re.compile(r"^retired/(\d{12})\.json$")

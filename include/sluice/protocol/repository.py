@@ -122,6 +122,18 @@ class Repository:
     def delete_savepoint(self, name: str) -> None:
         self.store.delete(layout.savepoint_key(name))
 
+    # -- refusals --------------------------------------------------------------------------
+
+    def record_refusal(self, run_id: str | None, message: str, at_us: int) -> None:
+        """Keep the last refused run request (replaces the one before): what was asked by which
+        run, and why it was refused. Never read by the protocol; operators see it."""
+        body = {"run_id": run_id, "message": message, "at_us": int(at_us)}
+        write_manifest(self.store, layout.LAST_REFUSAL, "refusal", body, if_absent=False)
+
+    def last_refusal(self) -> dict[str, Any] | None:
+        """``{"run_id", "message", "at_us"}`` of the last refused run request, or None."""
+        return self._read(layout.LAST_REFUSAL, "refusal")
+
     # -- retention marks -------------------------------------------------------------------
 
     def retired_marks(self) -> list[int]:
