@@ -98,7 +98,13 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     log = server.task_log(DAG_ID, run_id, "plan", 1)
     latest = rt.repo.latest_epoch()
     assert "no committed checkpoint 99" in log and f"committed epochs are 1..{latest}" in log
-    assert sorted((i.key, i.size) for i in rt.repo.store.list()) == before
+    # one line, no traceback (an expected refusal), kept for the monitor
+    [line] = [entry for entry in log.splitlines() if "no committed checkpoint 99" in entry]
+    assert "run request refused" in line and "error_detail" not in log, log
+    refusal = rt.repo.last_refusal()
+    assert refusal is not None and refusal["run_id"] == run_id
+    after = [(i.key, i.size) for i in rt.repo.store.list() if not i.key.startswith("refusals/")]
+    assert sorted(after) == before
 
     # take_savepoint with no new input: plan keeps the latest checkpoint under that name and
     # skips the rest of the run
