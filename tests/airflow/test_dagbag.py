@@ -38,7 +38,16 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     assert dag.tags and "sluice" in dag.tags
     assert dag.max_active_runs == 1
     assert dag.catchup is False
-    assert dag.schedule == timedelta(microseconds=spec.checkpoint.interval_us)
+    # data-aware: a run when the input watcher finds work, by time once a day (or interval)
+    interval = timedelta(microseconds=spec.checkpoint.interval_us)
+    assert dag.timetable.timetable.delta == max(timedelta(days=1), interval)
+    [watched] = dag.timetable.asset_condition.objects
+    assert watched.name == f"sluice__{spec.name}__input"
+    [watcher] = watched.watchers
+    assert type(watcher.trigger).__name__ == "NewInputTrigger"
+    assert watcher.trigger.poll_seconds == interval.total_seconds()
+    assert watcher.trigger.spec_path == str(spec_path.resolve())
+    assert watcher.trigger.dag_id == dag.dag_id
     assert dag.dagrun_timeout == timedelta(microseconds=spec.checkpoint.timeout_us)
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "process", "commit"]
     for task in dag.tasks:

@@ -1,6 +1,10 @@
 """The DAG factory: one DAG per pipeline spec, ``sluice__<name>``, ``plan >> process >> commit``.
 
-* ``schedule`` = ``checkpoint.interval``; ``dagrun_timeout`` = ``checkpoint.timeout``;
+* data-aware runs: the DAG is scheduled on its input asset ``sluice__<name>__input``, whose
+  watcher (:class:`~sluice.airflow.triggers.NewInputTrigger`, on the triggerer) looks every
+  ``checkpoint.interval`` and asks for a run only when there is work (no new input: no run),
+  or by time once a day (:data:`SAFETY_NET`, the date grid of backfills);
+  ``dagrun_timeout`` = ``checkpoint.timeout``;
 * ``max_active_runs=1`` and every task in the one-slot pool ``sluice__<name>`` (created by
   ``python -m sluice.airflow.provision``), so scheduled, manual and backfill runs never overlap;
 * retries with exponential backoff from the spec's ``restart`` block;
@@ -28,14 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, Param, task
+from airflow.sdk import DeltaDataIntervalTimetable as EveryInterval
 from airflow.sdk.exceptions import AirflowFailException
 
 from sluice.airflow.exceptions import PipelineClash
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
-from sluice.airflow.tasks import asset_extra, commit_task, plan_task
+from sluice.airflow.tasks import PLAN_RETRY_POLICY, asset_extra, commit_task, plan_task
+from sluice.airflow.triggers import NewInputTrigger
 from sluice.exceptions import SluiceError
 from sluice.protocol.request import RunRequest
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
@@ -53,7 +59,9 @@ __all__ = [
     "check_specs",
     "dag_id",
     "execution_mode",
+    "input_asset",
     "pool_name",
+    "schedule",
     "sink_asset",
     "spec_files",
     "trigger_params",
@@ -66,6 +74,10 @@ EXECUTION_ENV = "SLUICE_EXECUTION"
 SERVE_CONN_ENV = "SLUICE_SERVE_CONN_ID"
 # Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+# The time part of the schedule, beside the input watcher: one run a day (or per interval, if
+# longer) even if the watcher never fires (no triggerer running), and the date grid a
+# backfill needs (Airflow backfills only time-scheduled DAGs). It is skipped when idle.
+SAFETY_NET = timedelta(days=1)
 
 
 def dag_id(pipeline: str) -> str:
@@ -113,6 +125,26 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
+def input_asset(spec: PipelineSpec, spec_file: str) -> Asset:
+    """The pipeline's input, watched on the triggerer: an event means a run has work."""
+    interval = spec.checkpoint.interval_us / 1e6
+    trigger = NewInputTrigger(spec_path=spec_file, dag_id=dag_id(spec.name), poll_seconds=interval)
+    return Asset(
+        name=f"sluice__{spec.name}__input",
+        uri=f"sluice-input://{spec.name}",
+        group="sluice",
+        watchers=[AssetWatcher(name=f"sluice__{spec.name}__new_input", trigger=trigger)],
+    )
+
+
+def schedule(spec: PipelineSpec, spec_file: str) -> AssetOrTimeSchedule:
+    """A run when the input watcher finds work, and by time every :data:`SAFETY_NET`."""
+    every = max(SAFETY_NET, timedelta(microseconds=spec.checkpoint.interval_us))
+    return AssetOrTimeSchedule(
+        timetable=EveryInterval(every), assets=[input_asset(spec, spec_file)]
+    )
+
+
 def build_dag(
     spec_path: str | Path, *, job_path: str | Path, spec: PipelineSpec | None = None
 ) -> DAG:
@@ -124,7 +156,7 @@ def build_dag(
     with DAG(
         dag_id=dag_id(spec.name),
         description=f"Sluice pipeline {spec.name}: {spec.origin}",
-        schedule=timedelta(microseconds=spec.checkpoint.interval_us),
+        schedule=schedule(spec, spec_file),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -135,7 +167,7 @@ def build_dag(
         doc_md=_doc(spec, spec_file),
     ) as dag:
 
-        @task(task_id="plan")
+        @task(task_id="plan", retry_policy=PLAN_RETRY_POLICY)
         def plan(params: Any = None, run_id: str | None = None, ti: Any = None) -> dict[str, Any]:
             def in_flight(other: str) -> bool:
                 return ti.get_dagrun_state(dag_id(spec.name), other) in ("queued", "running")
