@@ -20,6 +20,7 @@ import yaml
 from sluice.demo import render_click_files
 from sluice.spec import parse_spec
 
+from tests.airflow.test_data_aware import add_idle_and_bad_specs, check_idle_and_bad
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
 from tests.reference import compare_rows
 
@@ -41,6 +42,7 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     (pipelines / f"{NAME}.yaml").write_text(yaml.safe_dump(body))
+    idle = add_idle_and_bad_specs(pipelines, tmp_path / "idle")  # checked at the end
     spec = parse_spec(body)
     marker = tmp_path / "fault-fired"
     server = airflow_server_factory(
@@ -122,6 +124,7 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     from tests.airflow.test_monitor_ui import ARTIFACTS, history_matches, refusals, signed_in
 
     refusals(server, f"{server.url}/sluice", DAG_ID)
+    check_idle_and_bad(server, idle)  # no input: no run but the creation-time one, no epoch
     with sync_playwright() as p:
         page = signed_in(p, server)
         page.goto(f"{server.url}/sluice/pipelines/{DAG_ID}")
