@@ -138,7 +138,9 @@ def test_bad_trigger_conf_fails_and_writes_nothing(pipeline: tuple[Any, Any]) ->
     assert tis["process"].state == "upstream_failed"
     with pytest.raises(ParamValidationError, match="offsets"):
         dag.test(run_conf={"restore_from": "offsets", "offsets": "{not json"})
-    assert _keys(rt.repo.store) == before
+    refusal = rt.repo.last_refusal()  # the one document written: the refusal, for operators
+    assert refusal is not None and "no committed checkpoint 99" in refusal["message"]
+    assert [k for k in _keys(rt.repo.store) if not k[0].startswith("refusals/")] == before
     assert rt.repo.latest_epoch() == 1
 
 

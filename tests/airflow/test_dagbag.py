@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from airflow.dag_processing.dagbag import DagBag
 from sluice.airflow import dag_id, pool_name
+from sluice.airflow.factory import broken_specs
 from sluice.spec import load_spec
 
 from tests.fixtures.airflow import REPO
@@ -37,7 +38,16 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     assert dag.tags and "sluice" in dag.tags
     assert dag.max_active_runs == 1
     assert dag.catchup is False
-    assert dag.schedule == timedelta(microseconds=spec.checkpoint.interval_us)
+    # data-aware: a run when the input watcher finds work, by time once a day (or interval)
+    interval = timedelta(microseconds=spec.checkpoint.interval_us)
+    assert dag.timetable.timetable.delta == max(timedelta(days=1), interval)
+    [watched] = dag.timetable.asset_condition.objects
+    assert watched.name == f"sluice__{spec.name}__input"
+    [watcher] = watched.watchers
+    assert type(watcher.trigger).__name__ == "NewInputTrigger"
+    assert watcher.trigger.poll_seconds == interval.total_seconds()
+    assert watcher.trigger.spec_path == str(spec_path.resolve())
+    assert watcher.trigger.dag_id == dag.dag_id
     assert dag.dagrun_timeout == timedelta(microseconds=spec.checkpoint.timeout_us)
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "process", "commit"]
     for task in dag.tasks:
@@ -66,15 +76,59 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     assert dag.params["restore_from"] == "latest"  # defaults let the DAG be scheduled
 
 
-def test_invalid_spec_is_an_import_error_naming_file_and_field(
-    pipelines_dir: Path, tmp_path: Path
+def test_a_bad_spec_next_to_good_ones_hides_nothing_but_itself(
+    pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bad = pipelines_dir / "broken.yaml"
-    bad.write_text((REPO / "include/pipelines/clicks_per_minute.yaml").read_text()
-                   .replace("size: 1m", "size: soon"))  # fmt: skip
+    monkeypatch.delenv("SLUICE_EXECUTION", raising=False)
+    _specs_with_execution(pipelines_dir)  # plain, warm, cold: three good pipelines
+    demo = (REPO / "include/pipelines/clicks_per_minute.yaml").read_text()
+    bad = demo.replace("name: clicks_per_minute", "name: typo").replace("}/demo}", "}/typo}")
+    (pipelines_dir / "typo.yaml").write_text(bad.replace("window:", "windw:"))
     bag = DagBag(dag_folder=str(REPO / "dags"))
-    [(_, message)] = bag.import_errors.items()
-    assert "broken.yaml" in message and "window.size" in message
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == ["sluice__cold", "sluice__plain", "sluice__typo", "sluice__warm"]
+    for name in ("cold", "plain", "warm"):  # the good pipelines keep their whole DAG
+        tasks = [t.task_id for t in bag.dags[f"sluice__{name}"].topological_sort()]
+        assert tasks == ["plan", "process", "commit"], name
+    placeholder = bag.dags["sluice__typo"]  # the bad one is visible, saying what to fix
+    assert [t.task_id for t in placeholder.tasks] == ["spec_error"]
+    assert placeholder.timetable.can_be_scheduled is False and "spec-error" in placeholder.tags
+    for text in (placeholder.doc_md, placeholder.description):
+        assert "typo.yaml" in text and "windw: unknown field" in text, text
+    assert "Fix: did you mean 'window'?" in placeholder.doc_md
+    [(path, message)] = broken_specs(pipelines_dir)
+    assert path == str(pipelines_dir / "typo.yaml") and "Fix: did you mean 'window'?" in message
+
+
+def test_unreadable_and_clashing_specs_take_out_only_themselves(
+    pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLUICE_EXECUTION", raising=False)
+    _specs_with_execution(pipelines_dir)
+    demo = (REPO / "include/pipelines/clicks_per_minute.yaml").read_text()
+    # "twin" writes where "plain" does; "garbled" is not YAML; "again" reuses a name
+    (pipelines_dir / "twin.yaml").write_text(demo.replace("name: clicks_per_minute", "name: twin")
+                                             .replace("}/demo}", "}/plain}"))  # fmt: skip
+    (pipelines_dir / "garbled.yaml").write_text("name: [unclosed\n")
+    (pipelines_dir / "zz_again.yaml").write_text((pipelines_dir / "cold.yaml").read_text()
+                                                 .replace("}/cold}", "}/again}"))  # fmt: skip
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    working = {d for d, dag in bag.dags.items() if "spec-error" not in dag.tags}
+    assert working == {"sluice__cold", "sluice__warm"}
+    assert "plan" in [t.task_id for t in bag.dags["sluice__cold"].tasks]
+    broken = dict(broken_specs(pipelines_dir))
+    assert sorted(Path(p).name for p in broken) == [
+        "garbled.yaml", "plain.yaml", "twin.yaml", "zz_again.yaml"]  # fmt: skip
+    for name in ("plain", "twin"):  # both sides of the clash, each naming the other
+        message = broken[str(pipelines_dir / f"{name}.yaml")]
+        assert "share locations" in message and "twin.yaml" in message and "plain.yaml" in message
+    assert "not valid YAML" in broken[str(pipelines_dir / "garbled.yaml")]
+    assert "already used by" in broken[str(pipelines_dir / "zz_again.yaml")]
+    # each broken spec has its placeholder: under its declared name when that is free
+    placeholders = {d for d, dag in bag.dags.items() if "spec-error" in dag.tags}
+    assert placeholders == {"sluice__plain", "sluice__twin", "sluice__garbled",
+                            "sluice__cold__spec_error"}  # fmt: skip
 
 
 def _specs_with_execution(folder: Path) -> None:

@@ -20,6 +20,7 @@ import yaml
 from sluice.demo import render_click_files
 from sluice.spec import parse_spec
 
+from tests.airflow.test_data_aware import add_idle_and_bad_specs, check_idle_and_bad
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
 from tests.reference import compare_rows
 
@@ -41,6 +42,7 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     pipelines = tmp_path / "pipelines"
     pipelines.mkdir()
     (pipelines / f"{NAME}.yaml").write_text(yaml.safe_dump(body))
+    idle = add_idle_and_bad_specs(pipelines, tmp_path / "idle")  # checked at the end
     spec = parse_spec(body)
     marker = tmp_path / "fault-fired"
     server = airflow_server_factory(
@@ -98,7 +100,13 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     log = server.task_log(DAG_ID, run_id, "plan", 1)
     latest = rt.repo.latest_epoch()
     assert "no committed checkpoint 99" in log and f"committed epochs are 1..{latest}" in log
-    assert sorted((i.key, i.size) for i in rt.repo.store.list()) == before
+    # one line, no traceback (an expected refusal), kept for the monitor
+    [line] = [entry for entry in log.splitlines() if "no committed checkpoint 99" in entry]
+    assert "run request refused" in line and "error_detail" not in log, log
+    refusal = rt.repo.last_refusal()
+    assert refusal is not None and refusal["run_id"] == run_id
+    after = [(i.key, i.size) for i in rt.repo.store.list() if not i.key.startswith("refusals/")]
+    assert sorted(after) == before
 
     # take_savepoint with no new input: plan keeps the latest checkpoint under that name and
     # skips the rest of the run
@@ -116,6 +124,7 @@ def test_triggered_runs_with_a_commit_fault_are_exactly_once(
     from tests.airflow.test_monitor_ui import ARTIFACTS, history_matches, refusals, signed_in
 
     refusals(server, f"{server.url}/sluice", DAG_ID)
+    check_idle_and_bad(server, idle)  # no input: no run but the creation-time one, no epoch
     with sync_playwright() as p:
         page = signed_in(p, server)
         page.goto(f"{server.url}/sluice/pipelines/{DAG_ID}")

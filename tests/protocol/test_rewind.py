@@ -112,6 +112,11 @@ def test_rewinding_twice_and_across_a_rewind(spark: Any, local_workspace: Any) -
     assert "the output of epoch 3 was retracted by the rewind that epoch 4 started" in str(
         refused.value
     )
+    with pytest.raises(InvalidRunRequest) as unknown:  # names what can be restored
+        _rewind(rt, {"restore_from": "checkpoint", "epoch": 9})
+    assert "restorable committed epochs are 1..2, 4..5 (3 retracted by a rewind" in str(
+        unknown.value
+    )
 
     spec_path = ws.root.removeprefix("file://") + "/spec.yaml"
     with open(spec_path, "w") as handle:

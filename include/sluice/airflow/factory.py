@@ -1,6 +1,10 @@
 """The DAG factory: one DAG per pipeline spec, ``sluice__<name>``, ``plan >> process >> commit``.
 
-* ``schedule`` = ``checkpoint.interval``; ``dagrun_timeout`` = ``checkpoint.timeout``;
+* data-aware runs: the DAG is scheduled on its input asset ``sluice__<name>__input``, whose
+  watcher (:class:`~sluice.airflow.triggers.NewInputTrigger`, on the triggerer) looks every
+  ``checkpoint.interval`` and asks for a run only when there is work (no new input: no run),
+  or by time once a day (:data:`SAFETY_NET`, the date grid of backfills);
+  ``dagrun_timeout`` = ``checkpoint.timeout``;
 * ``max_active_runs=1`` and every task in the one-slot pool ``sluice__<name>`` (created by
   ``python -m sluice.airflow.provision``), so scheduled, manual and backfill runs never overlap;
 * retries with exponential backoff from the spec's ``restart`` block;
@@ -11,22 +15,34 @@
   ``$SLUICE_EXECUTION`` (``cold`` by default), decides (:func:`execution_mode`);
 * every sink (outputs, late records, dead letters) is an Asset whose events carry the epoch
   and its counts;
-* the trigger form's params are :data:`TRIGGER_PARAMS`.
+* the trigger form's params are :data:`TRIGGER_PARAMS`;
+* a spec that cannot run (invalid, clashing locations, a duplicate name) becomes a
+  placeholder DAG saying why (:func:`broken_dag`); the others are not affected, and
+  :func:`broken_specs` lists them for the monitor.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, task
+import yaml
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, Param, task
+from airflow.sdk import DeltaDataIntervalTimetable as EveryInterval
+from airflow.sdk.exceptions import AirflowFailException
 
+from sluice.airflow.exceptions import PipelineClash
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
-from sluice.airflow.tasks import asset_extra, commit_task, plan_task
+from sluice.airflow.tasks import PLAN_RETRY_POLICY, asset_extra, commit_task, plan_task
+from sluice.airflow.triggers import NewInputTrigger
+from sluice.exceptions import SluiceError
 from sluice.protocol.request import RunRequest
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
 from sluice.spec.model import EXECUTION_MODES
@@ -36,12 +52,18 @@ __all__ = [
     "PIPELINES_DIR_ENV",
     "SERVE_CONN_ENV",
     "SPARK_CONN_ENV",
+    "broken_dag",
+    "broken_specs",
     "build_dag",
     "build_dags",
+    "check_specs",
     "dag_id",
     "execution_mode",
+    "input_asset",
     "pool_name",
+    "schedule",
     "sink_asset",
+    "spec_files",
     "trigger_params",
 ]
 
@@ -52,6 +74,10 @@ EXECUTION_ENV = "SLUICE_EXECUTION"
 SERVE_CONN_ENV = "SLUICE_SERVE_CONN_ID"
 # Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+# The time part of the schedule, beside the input watcher: one run a day (or per interval, if
+# longer) even if the watcher never fires (no triggerer running), and the date grid a
+# backfill needs (Airflow backfills only time-scheduled DAGs). It is skipped when idle.
+SAFETY_NET = timedelta(days=1)
 
 
 def dag_id(pipeline: str) -> str:
@@ -99,6 +125,26 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
+def input_asset(spec: PipelineSpec, spec_file: str) -> Asset:
+    """The pipeline's input, watched on the triggerer: an event means a run has work."""
+    interval = spec.checkpoint.interval_us / 1e6
+    trigger = NewInputTrigger(spec_path=spec_file, dag_id=dag_id(spec.name), poll_seconds=interval)
+    return Asset(
+        name=f"sluice__{spec.name}__input",
+        uri=f"sluice-input://{spec.name}",
+        group="sluice",
+        watchers=[AssetWatcher(name=f"sluice__{spec.name}__new_input", trigger=trigger)],
+    )
+
+
+def schedule(spec: PipelineSpec, spec_file: str) -> AssetOrTimeSchedule:
+    """A run when the input watcher finds work, and by time every :data:`SAFETY_NET`."""
+    every = max(SAFETY_NET, timedelta(microseconds=spec.checkpoint.interval_us))
+    return AssetOrTimeSchedule(
+        timetable=EveryInterval(every), assets=[input_asset(spec, spec_file)]
+    )
+
+
 def build_dag(
     spec_path: str | Path, *, job_path: str | Path, spec: PipelineSpec | None = None
 ) -> DAG:
@@ -110,7 +156,7 @@ def build_dag(
     with DAG(
         dag_id=dag_id(spec.name),
         description=f"Sluice pipeline {spec.name}: {spec.origin}",
-        schedule=timedelta(microseconds=spec.checkpoint.interval_us),
+        schedule=schedule(spec, spec_file),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -121,7 +167,7 @@ def build_dag(
         doc_md=_doc(spec, spec_file),
     ) as dag:
 
-        @task(task_id="plan")
+        @task(task_id="plan", retry_policy=PLAN_RETRY_POLICY)
         def plan(params: Any = None, run_id: str | None = None, ti: Any = None) -> dict[str, Any]:
             def in_flight(other: str) -> bool:
                 return ti.get_dagrun_state(dag_id(spec.name), other) in ("queued", "running")
@@ -181,25 +227,139 @@ def _tags(spec: PipelineSpec) -> list[str]:
 def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, DAG]:
     """One DAG per ``*.yaml`` / ``*.yml`` spec in ``pipelines_dir`` (sorted by file name).
 
-    An invalid spec raises its :class:`~sluice.spec.SpecError` (file, field, fix), and two
-    specs that share an input, output or checkpoint location raise
-    :class:`~sluice.airflow.locations.PipelineClash` (both specs, the URI): Airflow shows
-    either as the DAG file's import error.
+    A spec that cannot run hides nothing but itself: an invalid spec (its
+    :class:`~sluice.spec.SpecError` names file, field and fix), two specs that share an input,
+    output or checkpoint location (:class:`~sluice.airflow.locations.PipelineClash`: both of
+    them), or a pipeline name used twice (the later file) becomes a placeholder DAG that shows
+    the error (:func:`broken_dag`); every other spec gets its DAG. Only a deployment setting
+    every DAG depends on (``$SLUICE_EXECUTION``) fails the whole DAG file.
     """
-    folder = Path(pipelines_dir)
-    specs = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+    _check_execution_env()
+    good, broken = check_specs(pipelines_dir)
     dags: dict[str, DAG] = {}
-    loaded: list[tuple[PipelineSpec, str]] = []
-    for path in specs:
-        spec_file = str(path.resolve())
-        loaded.append((load_spec(spec_file), spec_file))
-    check_apart(loaded)
-    for spec, spec_file in loaded:  # each spec file read once
-        dag = build_dag(spec_file, job_path=job_path, spec=spec)
-        if dag.dag_id in dags:
-            raise ValueError(f"{spec_file}: pipeline name of {dag.dag_id} is used by another spec")
+    for spec, spec_file in good:  # each spec file read once
+        try:
+            dag = build_dag(spec_file, job_path=job_path, spec=spec)
+        except Exception as exc:  # one spec's failure must not hide the others
+            broken.append((spec_file, _describe(exc)))
+            continue
         dags[dag.dag_id] = dag
+    for spec_file, message in broken:
+        placeholder = broken_dag(spec_file, message, taken=set(dags))
+        dags[placeholder.dag_id] = placeholder
     return dags
+
+
+def check_specs(
+    pipelines_dir: str | Path,
+) -> tuple[list[tuple[PipelineSpec, str]], list[tuple[str, str]]]:
+    """The specs of ``pipelines_dir`` that can run, with their files, and the broken ones:
+    ``(spec file, error message)``, both sorted by file name. Reads the spec files only (no
+    Airflow metadata DB, no source or checkpoint store)."""
+    loaded: list[tuple[PipelineSpec, str]] = []
+    broken: dict[str, list[str]] = {}
+    for path in spec_files(pipelines_dir):
+        spec_file = str(path.resolve())
+        try:
+            loaded.append((load_spec(spec_file), spec_file))
+        except Exception as exc:  # reported as this spec's error
+            broken[spec_file] = [_describe(exc)]
+    for a, b in combinations(loaded, 2):
+        try:
+            check_apart([a, b])
+        except PipelineClash as exc:
+            for _, spec_file in (a, b):
+                broken.setdefault(spec_file, []).append(str(exc))
+    names: dict[str, str] = {}
+    for spec, spec_file in loaded:
+        first = names.setdefault(spec.name, spec_file)
+        if first != spec_file:
+            broken.setdefault(spec_file, []).append(
+                f"pipeline name {spec.name!r} is already used by {first}; "
+                "Fix: give this spec another `name`."
+            )
+    good = [(spec, f) for spec, f in loaded if f not in broken]
+    return good, sorted((f, "\n".join(messages)) for f, messages in broken.items())
+
+
+def broken_specs(pipelines_dir: str | Path) -> list[tuple[str, str]]:
+    """``(spec file, error message)`` of every spec in ``pipelines_dir`` that has no working
+    DAG (invalid, clashing with another spec's locations, or a duplicate pipeline name), by
+    file name; the monitor lists them. Light: reads the spec files only."""
+    return check_specs(pipelines_dir)[1]
+
+
+def spec_files(pipelines_dir: str | Path) -> list[Path]:
+    folder = Path(pipelines_dir)
+    return sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+
+
+def broken_dag(spec_file: str, message: str, *, taken: Collection[str] = ()) -> DAG:
+    """The placeholder DAG of a spec that cannot run: ``sluice__<name>`` (the ``name`` the
+    file declares, else its file stem), never scheduled, tagged ``spec-error``, its doc and
+    its one task ``spec_error`` (which fails with the message if triggered) saying what to
+    fix. It keeps the pipeline's DAG id, so its run history and links stay in place."""
+    ident = _placeholder_id(spec_file, taken)
+    one_line = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    with DAG(
+        dag_id=ident,
+        dag_display_name=f"{ident} (spec error)",
+        description=f"Spec error in {Path(spec_file).name}: {one_line}"[:_DESCRIPTION_MAX],
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        tags=["sluice", "spec-error"],
+        doc_md=(
+            f"### Spec error: `{Path(spec_file).name}`\n\n"
+            f"`{spec_file}` cannot run, so this pipeline has no `plan`, `process` and "
+            "`commit` tasks until the file is fixed (the other pipelines are not affected). "
+            "The DAG returns on the next parse of the DAG file after the fix.\n\n"
+            f"```\n{message}\n```"
+        ),
+    ) as dag:
+
+        @task(task_id="spec_error", retries=0)
+        def spec_error() -> None:
+            raise AirflowFailException(f"{spec_file}: {message}")
+
+        spec_error()
+    return dag
+
+
+_DESCRIPTION_MAX = 500
+
+
+def _placeholder_id(spec_file: str, taken: Collection[str]) -> str:
+    """``sluice__<name>`` from the file's ``name`` field when it reads as one, else from the
+    file stem; a suffix when that DAG id is taken by a working pipeline."""
+    name = _declared_name(spec_file) or Path(spec_file).stem
+    ident = dag_id(re.sub(r"[^A-Za-z0-9_.-]", "_", name))
+    return ident if ident not in taken else f"{ident}__spec_error"
+
+
+def _declared_name(spec_file: str) -> str | None:
+    try:
+        data = yaml.safe_load(Path(spec_file).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_]+", name) else None
+
+
+def _describe(exc: Exception) -> str:
+    """A spec error's own message (file, field, fix); anything else with its type."""
+    return str(exc) if isinstance(exc, SluiceError) else f"{type(exc).__name__}: {exc}"
+
+
+def _check_execution_env() -> None:
+    """``$SLUICE_EXECUTION``, when set, must name an execution mode: a deployment setting,
+    so a bad value fails the DAG file (an import error), not one spec."""
+    mode = os.environ.get(EXECUTION_ENV)
+    if mode and mode not in EXECUTION_MODES:
+        raise ValueError(
+            f"{EXECUTION_ENV}={mode!r} is not an execution mode: use one of "
+            f"{list(EXECUTION_MODES)} (docs/warm-execution.md)"
+        )
 
 
 def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:

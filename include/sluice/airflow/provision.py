@@ -30,7 +30,7 @@ from sluice.airflow.factory import (
 )
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.serve import DEFAULT_PORT
-from sluice.spec import load_spec
+from sluice.spec import SpecError, load_spec
 
 __all__ = ["ensure_pools", "ensure_serve_connection", "ensure_spark_connection", "main"]
 
@@ -40,7 +40,11 @@ def ensure_pools(pipelines_dir: Path) -> list[str]:
 
     names = []
     for path in sorted([*pipelines_dir.glob("*.yaml"), *pipelines_dir.glob("*.yml")]):
-        spec = load_spec(path)
+        try:
+            spec = load_spec(path)
+        except SpecError as exc:  # a bad spec hides nothing but itself (docs/airflow.md)
+            print(f"no pool for {path} (its DAG shows the error until fixed): {exc}")
+            continue
         name = pool_name(spec.name)
         Pool.create_or_update_pool(
             name, 1, f"Sluice pipeline {spec.name}: one epoch step at a time", False

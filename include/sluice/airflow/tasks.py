@@ -7,14 +7,15 @@ the commit of the attempt ``process`` prepared without reprocessing anything.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import Connection
+from airflow.sdk.definitions.retry_policy import ExceptionRetryPolicy, RetryAction, RetryRule
 from airflow.sdk.exceptions import (
-    AirflowFailException,
     AirflowNotFoundException,
     AirflowRescheduleException,
     AirflowSkipException,
@@ -32,7 +33,53 @@ from sluice.protocol import (
 )
 from sluice.spec import PipelineSpec, load_spec
 
-__all__ = ["asset_extra", "commit_task", "plan_task", "runtime_for", "spec_connections"]
+__all__ = [
+    "PLAN_RETRY_POLICY",
+    "RunRefused",
+    "asset_extra",
+    "commit_task",
+    "plan_task",
+    "refusal_line",
+    "runtime_for",
+    "spec_connections",
+]
+
+log = logging.getLogger(__name__)
+
+
+class RunRefused(SystemExit):
+    """A refused run request ends ``plan``: an expected outcome, not a bug, so no traceback.
+
+    Airflow's task runner logs every exception but ``SystemExit`` with its traceback; a
+    ``SystemExit`` it logs as the one line ``Task exited exit_code=...``. ``plan_task`` logs
+    the refusal itself (:func:`refusal_line`) and raises this; the ``plan`` task's
+    :data:`PLAN_RETRY_POLICY` fails it without retries (the same request would be refused
+    again). ``message`` (and ``str()``) is the refusal line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = "run request refused"
+
+
+# The plan task's retry policy: a refused run request fails at once, anything else retries as
+# the spec's restart block says.
+PLAN_RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=RunRefused,
+            action=RetryAction.FAIL,
+            reason="a refused run request is not retried: the same request would be refused",
+        )
+    ]
+)
+
+
+def refusal_line(exc: InvalidRunRequest) -> str:
+    """The refusal on one line: the pipeline, then every problem (field: message)."""
+    return f"pipeline {exc.pipeline!r}: run request refused, nothing was run: " + "; ".join(
+        exc.problems
+    )
 
 
 def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
@@ -74,8 +121,10 @@ def plan_task(
 ) -> dict[str, Any]:
     """Check the trigger conf, then plan the next epoch (or reuse its stored plan).
 
-    A bad conf fails the task without retries and before anything is written; no new input
-    skips ``process`` and ``commit``. When the next epoch was planned by another run that is
+    A bad conf fails the task without retries, before anything of the run is written: one
+    line in the task log (:class:`RunRefused`, no traceback), kept as the pipeline's last
+    refusal (``Repository.record_refusal``) for the monitor. No new input skips ``process``
+    and ``commit``. When the next epoch was planned by another run that is
     still queued or running (a backfill's runs, or a manual trigger next to a scheduled run),
     this task is rescheduled (``up_for_reschedule``, pool slot released) until that run ends:
     runs go one epoch each, in turn. A plan whose run has ended is taken over (replayed).
@@ -85,7 +134,10 @@ def plan_task(
         request = RunRequest.from_conf(rt.name, params)
         options = request.resolve(rt)
     except InvalidRunRequest as exc:
-        raise AirflowFailException(str(exc)) from exc
+        line = refusal_line(exc)
+        log.error("%s", line)
+        rt.repo.record_refusal(run_id, line, int(rt.clock() * 1_000_000))
+        raise RunRefused(line) from None
     plan = options.plan(rt)
     other = plan.run_id if plan is not None else None
     if other not in (None, run_id) and run_in_flight is not None and run_in_flight(other):

@@ -389,15 +389,12 @@ class RunRequest(BaseModel):
         """The latest epoch; raises unless ``epoch`` is a retained committed checkpoint."""
         latest = rt.repo.latest_epoch()
         if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
-            kept = rt.repo.committed_epochs()
-            have = (
-                f"retained committed epochs are {_ranges(kept)}"
-                if kept
-                else "nothing is committed yet"
-            )
             raise InvalidRunRequest(
                 rt.name,
-                [f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; {have}"],
+                [
+                    f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; "
+                    + _restorable(rt)
+                ],
             )
         return latest
 
@@ -450,6 +447,21 @@ class RunRequest(BaseModel):
             raise InvalidRunRequest(rt.name, problems)
         skipped = committed.to_dict() if committed is not None else None
         return start, Restore("offsets", requested=dict(self.offsets), skipped_from=skipped)
+
+
+def _restorable(rt: Runtime) -> str:
+    """Which committed epochs a run can restore: the retained ones, less those a rewind
+    retracted (named apart, so "1..6" never hides two that would be refused)."""
+    kept = rt.repo.committed_epochs()
+    if not kept:
+        return "nothing is committed yet"
+    dead = rt.repo.rewound()
+    live = [e for e in kept if e not in dead]
+    text = f"restorable committed epochs are {_ranges(live)}"
+    gone = [e for e in kept if e in dead]
+    if gone:
+        text += f" ({_ranges(gone)} retracted by a rewind: not restorable)"
+    return text
 
 
 def _ranges(epochs: list[int]) -> str:
