@@ -4,8 +4,9 @@ of every pipeline's health (docs/monitor.md).
 Pure Python over a :class:`~sluice.protocol.Runtime` and Jinja2 templates with autoescape
 (templates/monitor/), no Airflow:
 :mod:`sluice.airflow.monitor` serves these pages from Airflow's API server behind Airflow's own
-login (plugins/sluice_monitor.py). The pages are server-rendered (no script), charts are inline
-SVG, and every link is relative, so they work behind a proxy and inside Airflow's iframe.
+login (plugins/sluice_monitor.py). The pages are server-rendered, charts are inline SVG, and
+every link is relative, so they work behind a proxy and inside Airflow's iframe; the one
+script reloads a page while an epoch is in flight (not while the user types in a form).
 
 A committed epoch whose sinks committed never changes, so its row is kept in a
 :class:`HistoryCache`; a page load then reads only the epochs that are new or still moving.
