@@ -68,7 +68,10 @@ def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints_also_fo
     page = render_pipeline(view, can_act=True)
     shown = _history(page)
     for epoch in (1, 2, 3):
-        stats = rt.repo.checkpoint(epoch).result.stats  # type: ignore[union-attr]
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        stats = checkpoint.result.stats
+        spark_s, run_s = float(shown[epoch].pop("spark")), float(shown[epoch].pop("run"))
         assert shown[epoch] == {
             "status": "sinks committed",
             "in": f"{stats.records_read:,}",
@@ -76,6 +79,8 @@ def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints_also_fo
             "late": f"{stats.late:,}",
             "dead": f"{stats.dead:,}",
         }
+        # Spark time and end to end (plan start to sinks committed), which holds it
+        assert spark_s == round(checkpoint.result.process_seconds, 2) and run_s >= spark_s
     assert len(re.findall(r"<svg ", page)) == 4
     assert 'data-savepoint="before_upgrade"' in page
     assert 'id="take-savepoint"' in page and 'id="restore-checkpoint"' in page

@@ -297,6 +297,8 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
             saved += f" [magenta](rewind to {r['rewinds_to']})[/]"
         if r.get("rewound_by") is not None:
             saved += f" [dim](retracted by {r['rewound_by']})[/]"
+        if r.get("rewind_pending_by") is not None:
+            saved += f" [dim](rewind {r['rewind_pending_by']} will retract it)[/]"
         table.add_row(
             str(r["epoch"]),
             r["status"] + ok + saved,

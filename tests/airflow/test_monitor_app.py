@@ -452,6 +452,8 @@ def test_totals_leave_out_retracted_epochs_which_are_retracted_once_the_rewind_c
     assert shown(page, "data-card", "late / dead") == (
         "late / dead 23 / 9 records over the retained epochs, retracted ones left out"
     )
+    table = _cli_table(h)  # `sluice checkpoints` reads the same rows
+    assert "rewind 4 will retract it" in table and "retracted by" not in table
 
     h.commit(late=6, dead=1, rewind_to=1)
     page = client.get(f"/pipelines/{h.dag}").text
@@ -461,8 +463,19 @@ def test_totals_leave_out_retracted_epochs_which_are_retracted_once_the_rewind_c
     assert shown(page, "data-card", "late / dead") == (
         "late / dead 11 / 4 records over the retained epochs, retracted ones left out"
     )
+    assert "retracted by 4" in _cli_table(h)
     overview = client.get("/").text
     assert (shown(overview, "data-col", "late"), shown(overview, "data-col", "dead")) == ("11", "4")
+
+
+def _cli_table(h: History) -> str:
+    from rich.console import Console
+    from sluice.report import checkpoint_rows, checkpoint_table
+
+    with open(os.devnull, "w") as sink:
+        console = Console(width=400, record=True, file=sink)
+        console.print(checkpoint_table(h.rt, checkpoint_rows(h.rt)))
+    return console.export_text()
 
 
 def test_the_last_refused_run_request_is_on_the_pipeline_page(
@@ -473,11 +486,17 @@ def test_the_last_refused_run_request_is_on_the_pipeline_page(
     message = "restore_from=checkpoint epoch 7: no committed checkpoint 7 <x>"
     at = 1_790_000_000.0
     h.rt.repo.record_refusal("manual__2026-11-26T10:00:00", message, int(at * 1e6))
-    page = monitor(specs).get(f"/pipelines/{h.dag}").text
+    client = monitor(specs)
+    page = client.get(f"/pipelines/{h.dag}").text
     block = shown(page, "id", "last-refusal") or ""
     assert block == ("Last refused run request 2026-09-21 14:13:20 UTC · run "
                      f"manual__2026-11-26T10:00:00 {message}"), block  # fmt: skip
     assert f'href="../../dags/{h.dag}/runs/manual__2026-11-26T10%3A00%3A00"' in page
+    assert client.get(f"/api/pipelines/{h.dag}").json()["last_refusal"] == {
+        "run_id": "manual__2026-11-26T10:00:00",
+        "message": message,
+        "at_us": int(at * 1e6),
+    }
 
 
 def test_a_broken_spec_shows_as_a_broken_row_and_errors_are_pages_without_server_paths(

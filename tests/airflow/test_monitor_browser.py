@@ -5,10 +5,11 @@ a styled message (no raw JSON, no server path); ``/sluice`` and ``/plugin/sluice
 without the trailing slash; no page is wider than a 1280 px window.
 
 One Airflow for the module, and only what the pages need: the API server (with plugins/) and a
-DAG processor for a DAGs folder holding one plain DAG, ``hello_world``. No scheduler: nothing
-runs. The histories are written into checkpoint storage by :class:`History` (the protocol's
-steps on a clock the test moves, tests/airflow/test_monitor_app.py). Screenshots go to
-``$SLUICE_TEST_ARTIFACTS/monitor-truth`` (default ``.artifacts/monitor-truth``).
+DAG processor for a DAGs folder holding the Sluice DAG file and one plain DAG,
+``hello_world``. No scheduler: nothing runs. The histories are written into checkpoint
+storage by :class:`History` (the protocol's steps on a clock the test moves,
+tests/airflow/test_monitor_app.py). Screenshots go to ``$SLUICE_TEST_ARTIFACTS/monitor-truth``
+(default ``.artifacts/monitor-truth``).
 """
 
 from __future__ import annotations
@@ -73,10 +74,12 @@ def monitor(tmp_path_factory: pytest.TempPathFactory, postgres_server: Any) -> I
     dags.mkdir()
     pipelines.mkdir()
     (dags / "hello_world.py").write_text(HELLO_DAG)
+    (dags / "sluice_pipelines.py").symlink_to(REPO / "dags" / "sluice_pipelines.py")
     db = postgres_server.create_database(f"airflow_{uuid.uuid4().hex[:12]}")
     server = start_airflow(
         root / "airflow", pipelines, db, services=("api-server", "dag-processor"),
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="3",  # specs written by the tests
     )  # fmt: skip
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
@@ -139,6 +142,18 @@ def test_a_pipeline_with_no_input_waiting_is_caught_up(monitor: Monitor) -> None
     monitor.no_overflow()
     page.screenshot(path=str(ARTIFACTS / "3-caught-up.png"), full_page=True)
 
+    # In the DAG's Checkpoints tab (an iframe narrower than the window): nothing overflows.
+    server = monitor.server
+    wait_for(f"{h.dag} to be parsed", lambda: server.api("GET", f"/dags/{h.dag}").ok, 180)
+    page.goto(f"{server.url}/dags/{h.dag}/plugin/sluice_checkpoints")
+    frame = page.frame_locator("iframe")
+    frame.locator("#history").wait_for(timeout=60_000)
+    assert frame.locator('[data-card="health"] .pill').inner_text() == "caught up"
+    scroll, client = frame.locator("html").evaluate("e => [e.scrollWidth, e.clientWidth]")
+    assert scroll <= client, f"{scroll} px of content in a {client} px tab"
+    monitor.no_overflow()
+    page.screenshot(path=str(ARTIFACTS / "4-tab-caught-up.png"))
+
 
 def test_the_tab_of_a_dag_that_is_not_a_pipeline_shows_a_styled_message(
     monitor: Monitor,
@@ -155,7 +170,7 @@ def test_the_tab_of_a_dag_that_is_not_a_pipeline_shows_a_styled_message(
     style = error.evaluate("e => [getComputedStyle(e).backgroundColor, getComputedStyle(e)"
                            ".borderTopStyle]")  # fmt: skip
     assert style == [ERROR_BACKGROUND, "solid"], style
-    page.screenshot(path=str(ARTIFACTS / "4-tab-not-a-pipeline.png"))
+    page.screenshot(path=str(ARTIFACTS / "5-tab-not-a-pipeline.png"))
 
     # The overview, with or without the trailing slash, on its own and in Airflow's UI.
     for path in ("/sluice", "/sluice/"):
@@ -164,4 +179,4 @@ def test_the_tab_of_a_dag_that_is_not_a_pipeline_shows_a_styled_message(
     for path in ("/plugin/sluice", "/plugin/sluice/"):
         page.goto(f"{server.url}{path}")
         page.frame_locator("iframe").locator("#overview").wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "5-airflow-nav.png"))
+    page.screenshot(path=str(ARTIFACTS / "6-airflow-nav.png"))

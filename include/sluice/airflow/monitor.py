@@ -128,7 +128,8 @@ def create_app(pipelines_dir: str | Path) -> Any:
         return {
             "pipeline": page.name, "dag_id": dag, "spec": path.name, "lag": page.lag,
             "unit": page.unit_name, "health": page.health().__dict__, "epochs": page.rows,
-            "savepoints": page.savepoints, "load_seconds": page.load_seconds,
+            "savepoints": page.savepoints, "last_refusal": page.refusal,
+            "load_seconds": page.load_seconds,
         }  # fmt: skip
 
     def act(request: Request, dag: str, user: Any, conf: dict[str, Any]) -> RedirectResponse:
