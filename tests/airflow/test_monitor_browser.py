@@ -123,6 +123,17 @@ def test_a_pipeline_whose_attempts_fail_shows_failing_and_the_stored_error(
     monitor.no_overflow()
     page.screenshot(path=str(ARTIFACTS / "2-overview-failing.png"), full_page=True)
 
+    # Airflow's retry starts: the epoch is in flight, and its page reloads itself.
+    h.now += 60
+    h.start(1)
+    page.goto(f"{monitor.base}/pipelines/{h.dag}")
+    assert page.locator("#live").count() == 1
+    with page.expect_event("load", timeout=60_000):  # the page's own reload (every 10 s)
+        pass
+    assert page.locator('#history tr[data-epoch="1"]').get_attribute("data-status") == (
+        "processing"
+    )
+
 
 def test_a_pipeline_with_no_input_waiting_is_caught_up(monitor: Monitor) -> None:
     h = History(monitor.root, monitor.pipelines, "quiet", files=3)
