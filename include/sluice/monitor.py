@@ -103,6 +103,7 @@ class PipelineView:
     load_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     refusal: dict[str, Any] | None = None  # Repository.last_refusal()
+    timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
 
     @property
     def committed(self) -> list[dict[str, Any]]:
@@ -121,9 +122,16 @@ class PipelineView:
 
     @property
     def in_flight(self) -> dict[str, Any] | None:
-        """The epoch a run is on now (planned, processing, or committing its sinks)."""
-        moving = [r for r in self.rows if r["status"] in IN_FLIGHT]
+        """The epoch a run is on now (planned, processing, or committing its sinks), unless
+        nothing happened to it for longer than a run may last (its run was killed)."""
+        moving = [r for r in self.rows if r["status"] in IN_FLIGHT and not self.stalled(r)]
         return moving[-1] if moving else None
+
+    def stalled(self, row: dict[str, Any]) -> bool:
+        """``row`` is in flight but its last step is older than the run timeout."""
+        at = row.get("attempt_at") or row.get("committed_at") or row.get("planned_at")
+        return (row["status"] in IN_FLIGHT and bool(self.timeout_s) and at is not None
+                and self.now - float(at) > self.timeout_s)  # fmt: skip
 
     def health(self) -> Health:
         committed = self.committed
@@ -189,6 +197,7 @@ def pipeline_view(
         retained=checkpoint.retained if checkpoint else None,
         spec_file=spec_file,
         refusal=rt.repo.last_refusal(),
+        timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
     )

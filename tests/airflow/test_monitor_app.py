@@ -389,8 +389,15 @@ def test_attempts_that_fail_show_failing_with_the_stored_error_until_a_retry_run
     assert 'data-epoch="1" data-status="failed"' in page
     assert 'id="live"' not in page and "<script>" not in page  # nothing in flight
 
-    h.now += 60
-    h.start(1)  # Airflow's retry
+    h.now = time.time() - 1200  # a retry that started 20 minutes ago and did nothing since:
+    h.start(1)  # longer than a run may last (10m), so its run was stopped
+    page = client.get(f"/pipelines/{h.dag}").text
+    assert 'data-epoch="1" data-status="processing"' in page and "<script>" not in page
+    assert "no progress for 20m, longer than a run may last: its run was stopped" in page
+    assert shown(page, "data-card", "health") == "health idle no epoch committed yet"
+
+    h.now = time.time()
+    h.start(1)  # Airflow's next retry, running now
     page = client.get(f"/pipelines/{h.dag}").text
     assert 'data-epoch="1" data-status="processing"' in page
     assert shown(page, "data-card", "health") == (

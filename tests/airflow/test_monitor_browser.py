@@ -15,6 +15,7 @@ tests/airflow/test_monitor_app.py). Screenshots go to ``$SLUICE_TEST_ARTIFACTS/m
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,7 +125,7 @@ def test_a_pipeline_whose_attempts_fail_shows_failing_and_the_stored_error(
     page.screenshot(path=str(ARTIFACTS / "2-overview-failing.png"), full_page=True)
 
     # Airflow's retry starts: the epoch is in flight, and its page reloads itself.
-    h.now += 60
+    h.now = time.time()
     h.start(1)
     page.goto(f"{monitor.base}/pipelines/{h.dag}")
     assert page.locator("#live").count() == 1

@@ -108,7 +108,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
             try:
                 views.append(pipeline_view(catalog.runtime(entry), dag, cache=cache))
             except Exception as exc:
-                broken.append((dag, f"{type(exc).__name__}: {exc}"))
+                broken.append((dag, _public(f"{type(exc).__name__}: {exc}", folder)))
         return render_overview(views, broken)
 
     @app.get("/pipelines/{dag}", response_class=HTMLResponse)
