@@ -64,11 +64,14 @@ def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints_also_fo
     view = pipeline_view(rt, "sluice__clicks", cache=HistoryCache())
 
     assert [r["epoch"] for r in view.committed] == [1, 2, 3]
-    assert view.lag == 0 and view.health().state == "ok"
+    assert view.lag == 0 and view.health().state == "caught up"
     page = render_pipeline(view, can_act=True)
     shown = _history(page)
     for epoch in (1, 2, 3):
-        stats = rt.repo.checkpoint(epoch).result.stats  # type: ignore[union-attr]
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        stats = checkpoint.result.stats
+        spark_s, run_s = float(shown[epoch].pop("spark")), float(shown[epoch].pop("run"))
         assert shown[epoch] == {
             "status": "sinks committed",
             "in": f"{stats.records_read:,}",
@@ -76,6 +79,8 @@ def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints_also_fo
             "late": f"{stats.late:,}",
             "dead": f"{stats.dead:,}",
         }
+        # Spark time and end to end (plan start to sinks committed), which holds it
+        assert spark_s == round(checkpoint.result.process_seconds, 2) and run_s >= spark_s
     assert len(re.findall(r"<svg ", page)) == 4
     assert 'data-savepoint="before_upgrade"' in page
     assert 'id="take-savepoint"' in page and 'id="restore-checkpoint"' in page
@@ -113,8 +118,8 @@ def test_the_page_shows_each_epoch_with_its_counts_charts_and_savepoints_also_fo
 
 
 def test_health_compares_the_last_commit_with_the_interval_and_sees_failing_epochs() -> None:
-    def view(rows: list[dict[str, Any]], now: float) -> Any:
-        return PipelineView("p", "sluice__p", 60.0, "files", rows, [], 0, now)
+    def view(rows: list[dict[str, Any]], now: float, lag: int = 1) -> Any:
+        return PipelineView("p", "sluice__p", 60.0, "files", rows, [], lag, now)
 
     done = {"status": "sinks committed", "committed_at": 1000.0, "late": 2, "dead": 1}
     rows = [{"epoch": 1, **done}, {"epoch": 2, **done, "committed_at": 1060.0}]
@@ -122,6 +127,8 @@ def test_health_compares_the_last_commit_with_the_interval_and_sees_failing_epoc
     ok = view(rows, now=1100.0).health()
     assert (ok.state, ok.last_commit_age_s, ok.late, ok.dead) == ("ok", 40.0, 4, 2)
     assert view(rows, now=1060.0 + 121).health().state == "behind"
+    # issue #26: nothing waiting (lag 0) is caught up, however old the last commit
+    assert view(rows, now=1060.0 + 121, lag=0).health().state == "caught up"
     failing = view([*rows, {"epoch": 3, "status": "failed"}], now=1100.0).health()
     assert (failing.state, failing.failed_epochs) == ("failing", 1)
     assert "epoch 3 failed" in failing.text

@@ -4,8 +4,9 @@ of every pipeline's health (docs/monitor.md).
 Pure Python over a :class:`~sluice.protocol.Runtime` and Jinja2 templates with autoescape
 (templates/monitor/), no Airflow:
 :mod:`sluice.airflow.monitor` serves these pages from Airflow's API server behind Airflow's own
-login (plugins/sluice_monitor.py). The pages are server-rendered (no script), charts are inline
-SVG, and every link is relative, so they work behind a proxy and inside Airflow's iframe.
+login (plugins/sluice_monitor.py). The pages are server-rendered, charts are inline SVG, and
+every link is relative, so they work behind a proxy and inside Airflow's iframe; the one
+script reloads a page while an epoch is in flight (not while the user types in a form).
 
 A committed epoch whose sinks committed never changes, so its row is kept in a
 :class:`HistoryCache`; a page load then reads only the epochs that are new or still moving.
@@ -36,14 +37,18 @@ __all__ = [
     "HistoryCache",
     "PipelineView",
     "pipeline_view",
+    "render_error",
     "render_overview",
     "render_pipeline",
 ]
 
 FINAL_STATUS = "sinks committed"
+FAILED = ("failed", "aborted")  # an uncommitted epoch whose latest attempt ended so
+IN_FLIGHT = ("planned", "processing", "prepared", "committed")  # a run is still on it
 # A pipeline is "behind" when its last commit is older than this many intervals.
 BEHIND_INTERVALS = 2.0
 HISTORY_ROWS = 200  # the history table's rows by default (newest first; ?all=1 for every one)
+REFRESH_S = 10  # a page reloads itself this often while an epoch is in flight
 
 
 class HistoryCache:
@@ -70,12 +75,15 @@ class HistoryCache:
 
 @dataclass(frozen=True)
 class Health:
-    state: str  # ok | behind | failing | idle (nothing committed yet)
+    """``state``: caught up | ok | behind | failing | idle (docs/monitor.md, "Health")."""
+
+    state: str
     text: str
     last_commit_age_s: float | None
     failed_epochs: int
-    late: int
+    late: int  # over the committed epochs no rewind retracted
     dead: int
+    error: str | None = None  # the failing epoch's last stored error
 
 
 @dataclass
@@ -94,6 +102,8 @@ class PipelineView:
     spec_file: str = ""
     load_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    refusal: dict[str, Any] | None = None  # Repository.last_refusal()
+    timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
 
     @property
     def committed(self) -> list[dict[str, Any]]:
@@ -104,22 +114,51 @@ class PipelineView:
         committed = self.committed
         return committed[-1] if committed else None
 
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        """The epochs after the latest committed one (a run plans one at a time)."""
+        last = self.latest
+        return [r for r in self.rows if r["epoch"] > (last["epoch"] if last else 0)]
+
+    @property
+    def in_flight(self) -> dict[str, Any] | None:
+        """The epoch a run is on now (planned, processing, or committing its sinks), unless
+        nothing happened to it for longer than a run may last (its run was killed)."""
+        moving = [r for r in self.rows if r["status"] in IN_FLIGHT and not self.stalled(r)]
+        return moving[-1] if moving else None
+
+    def stalled(self, row: dict[str, Any]) -> bool:
+        """``row`` is in flight but its last step is older than the run timeout."""
+        at = row.get("attempt_at") or row.get("committed_at") or row.get("planned_at")
+        return (row["status"] in IN_FLIGHT and bool(self.timeout_s) and at is not None
+                and self.now - float(at) > self.timeout_s)  # fmt: skip
+
     def health(self) -> Health:
         committed = self.committed
-        failed = sum(1 for r in self.rows if r["status"] in ("failed", "aborted"))
-        late = sum(int(r.get("late") or 0) for r in committed)
-        dead = sum(int(r.get("dead") or 0) for r in committed)
-        if not committed:
-            return Health("idle", "no epoch committed yet", None, failed, late, dead)
-        age = max(0.0, self.now - float(committed[-1]["committed_at"]))
-        pending = [r for r in self.rows if r["epoch"] > committed[-1]["epoch"]]
-        if any(r["status"] in ("failed", "aborted") for r in pending):
-            text = f"epoch {pending[-1]['epoch']} failed; last commit {_age(age)} ago"
-            return Health("failing", text, age, failed, late, dead)
+        live = [r for r in committed if r.get("rewound_by") is None]  # retracted: not output
+        failed = sum(1 for r in self.rows if r["status"] in FAILED)
+        counts = (failed, sum(int(r.get("late") or 0) for r in live),
+                  sum(int(r.get("dead") or 0) for r in live))  # fmt: skip
+        age = max(0.0, self.now - float(committed[-1]["committed_at"])) if committed else None
+        since = f"last commit {_age(age)} ago" if committed else "nothing committed yet"
+        pending = self.pending
+        if pending and pending[0]["status"] in FAILED:  # what happened last to the next epoch
+            row = pending[0]
+            tries = int(row.get("failed_attempts") or 0)
+            text = f"epoch {row['epoch']} {row['status']}" + (
+                f" ({tries} failed attempt{'s' if tries != 1 else ''})" if tries else ""
+            )
+            return Health("failing", f"{text}; {since}", age, *counts, error=row.get("error"))
+        moving = self.in_flight
+        doing = f"; epoch {moving['epoch']} {moving['status']}" if moving else ""
+        if age is None:
+            return Health("idle", f"no epoch committed yet{doing}", None, *counts)
+        if self.lag == 0 and moving is None:  # nothing waiting: an old commit is not late
+            return Health("caught up", f"no input waiting; {since}", age, *counts)
         if self.interval_s and age > BEHIND_INTERVALS * self.interval_s:
-            text = f"last commit {_age(age)} ago (interval {_age(self.interval_s)})"
-            return Health("behind", text, age, failed, late, dead)
-        return Health("ok", f"last commit {_age(age)} ago", age, failed, late, dead)
+            text = f"{since} (interval {_age(self.interval_s)}){doing}"
+            return Health("behind", text, age, *counts)
+        return Health("ok", f"{since}{doing}", age, *counts)
 
 
 def pipeline_view(
@@ -157,6 +196,8 @@ def pipeline_view(
         now=time.time() if now is None else now,
         retained=checkpoint.retained if checkpoint else None,
         spec_file=spec_file,
+        refusal=rt.repo.last_refusal(),
+        timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
     )
@@ -168,7 +209,8 @@ def pipeline_view(
 HISTORY_COLUMNS = (
     ("epoch", False), ("status", True), ("offsets (end)", True), ("in", False), ("out", False),
     ("late", False), ("dead", False), ("state rows", False), ("watermark", True),
-    ("plan s", False), ("process s", False), ("commit s", False), ("run", True),
+    ("plan s", False), ("process s", False), ("commit s", False), ("end to end s", False),
+    ("run", True),
 )  # fmt: skip
 
 
@@ -179,6 +221,7 @@ def render_overview(views: Sequence[PipelineView], broken: Sequence[tuple[str, s
         rows=[(v, v.health()) for v in views],
         broken=broken,
         behind_intervals=BEHIND_INTERVALS,
+        refresh_s=REFRESH_S if any(v.in_flight for v in views) else None,
     )
 
 
@@ -206,7 +249,24 @@ def render_pipeline(
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
         inputs=RunRequest.html_inputs(),  # labels, help and patterns: the run request's own
+        refresh_s=REFRESH_S if view.in_flight else None,
+        refused_at=_refused_at(view.refusal),
     )
+
+
+ERROR_TITLES = {400: "Bad request", 401: "Not signed in", 403: "Not allowed", 404: "Not found",
+                422: "Bad request", 500: "The monitor failed"}  # fmt: skip
+
+
+def render_error(status: int, message: str, *, overview: str = "./") -> str:
+    """A page for a refused or failed request; ``overview``: the link back."""
+    title = ERROR_TITLES.get(status, f"Error {status}")
+    return _render("error.html.j2", status=status, title=title, message=message,
+                   overview=overview)  # fmt: skip
+
+
+def _refused_at(refusal: dict[str, Any] | None) -> float | None:
+    return int(refusal["at_us"]) / 1e6 if refusal and refusal.get("at_us") else None
 
 
 # Autoescape on for every template: each value reaches the page escaped exactly once, and

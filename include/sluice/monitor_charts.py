@@ -60,6 +60,11 @@ class Chart:
     left: int = PAD_LEFT
     ticks: tuple[Tick, ...] = field(init=False)
 
+    @property
+    def axis_mid(self) -> float:
+        """The middle of the y axis, where its unit is written."""
+        return (PAD_TOP + HEIGHT - PAD_BOTTOM) / 2
+
     def __post_init__(self) -> None:
         ticks = tuple(Tick(_y(self.top * f, self.top), short(self.top * f)) for f in (0, 0.5, 1))
         object.__setattr__(self, "ticks", ticks)
@@ -77,10 +82,11 @@ def charts(rows: list[dict[str, Any]]) -> list[Chart]:
             ("late", "#b7791f", [r.get("late") or 0 for r in rows]),
             ("dead", "#c53030", [r.get("dead") or 0 for r in rows]),
         ], "records"),
-        _bars("epoch duration", epochs, [
+        _bars("epoch duration, end to end", epochs, [
             ("plan", "#805ad5", [r.get("plan_seconds") or 0 for r in rows]),
             ("process", "#3182ce", [r.get("process_seconds") or 0 for r in rows]),
             ("commit", "#dd6b20", [r.get("commit_seconds") or 0 for r in rows]),
+            ("between steps", "#a0aec0", [_between(r) for r in rows]),
         ], "seconds"),
         _line("state size", epochs, [r.get("state_rows") or 0 for r in rows], "rows", "#2b6cb0"),
         _line("watermark lag at commit", epochs, [
@@ -88,6 +94,12 @@ def charts(rows: list[dict[str, Any]]) -> list[Chart]:
             if r.get("watermark_us") is not None else None for r in rows
         ], "seconds", "#c05621"),
     ]  # fmt: skip
+
+
+def _between(row: dict[str, Any]) -> float:
+    """End to end minus the steps: waiting for Airflow to start each task, spark-submit."""
+    steps = sum(row.get(k) or 0 for k in ("plan_seconds", "process_seconds", "commit_seconds"))
+    return max(0.0, float(row.get("run_seconds") or 0) - steps)
 
 
 def _bars(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sluice.protocol import EpochOutcome, Runtime
+    from sluice.protocol.model import AttemptRecord
 
 __all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "run_with_progress"]
 
@@ -157,7 +158,9 @@ def checkpoint_rows(
                 keep(dict(row))
         rows.append(row)
     # As Repository.rewinds() / rewound(), from the rows' plans (read once, above).
+    # An epoch is retracted once its rewind committed; until then the rewind is pending.
     rewinds = {r["epoch"]: r["retract_after"] for r in rows if r.get("retract_after") is not None}
+    done = {r["epoch"] for r in rows if r.get("committed_at") is not None}
     rewound: dict[int, int] = {}
     for first, after in rewinds.items():
         for epoch in range(after + 1, first):
@@ -169,7 +172,7 @@ def checkpoint_rows(
         if epoch in rewinds:
             row["rewinds_to"] = rewinds[epoch]
         if epoch in rewound:
-            row["rewound_by"] = rewound[epoch]
+            row["rewound_by" if rewound[epoch] in done else "rewind_pending_by"] = rewound[epoch]
     return rows
 
 
@@ -202,8 +205,6 @@ def savepoint_table(rt: Runtime, body: dict[str, Any]) -> Table:
 
 
 def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
-    from sluice.protocol import AttemptStatus
-
     plan = rt.repo.plan(epoch)
     checkpoint = rt.repo.checkpoint(epoch) if "checkpoint.json" in names else None
     marker = rt.repo.sinks_committed(epoch) if "sinks-committed.json" in names else None
@@ -218,15 +219,7 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
             retract_after=plan.retract_after,
         )
     if checkpoint is None:
-        statuses = {a.status for a in rt.repo.attempts(epoch)}
-        order = (AttemptStatus.PREPARED, AttemptStatus.STARTED, AttemptStatus.FAILED,
-                 AttemptStatus.ABORTED)  # fmt: skip
-        for status in order:
-            if status in statuses:
-                row["status"] = {"prepared": "prepared", "started": "processing"}.get(
-                    status.value, status.value
-                )
-                break
+        row.update(_attempts_summary(rt.repo.attempts(epoch)))
         return row
     result = checkpoint.result
     row.update(result.stats.to_dict())
@@ -240,10 +233,34 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         == result.stats.accepted + result.stats.late + result.stats.dead + result.stats.filtered,
         run_id=checkpoint.run_id,
         committed_at=checkpoint.committed_at,
+        # plan start -> sinks committed: the run as a user waits for it (Spark is process)
+        run_seconds=(marker.committed_at if marker else checkpoint.committed_at)
+        - (checkpoint.plan.created_at - checkpoint.plan.plan_seconds),
         watermark_us=result.watermark_us,
         state_rows=result.state.rows,
     )
     return row
+
+
+def _attempts_summary(attempts: list[AttemptRecord]) -> dict[str, Any]:
+    """An uncommitted epoch's status is its latest attempt's (what happened last: a failure
+    after a killed attempt's leftover ``started`` record is a failure), with the last error."""
+    from sluice.protocol import AttemptStatus
+
+    if not attempts:
+        return {}
+    rank = {AttemptStatus.ABORTED: 0, AttemptStatus.FAILED: 1, AttemptStatus.STARTED: 2,
+            AttemptStatus.PREPARED: 3, AttemptStatus.COMMITTED: 4}  # fmt: skip
+    last = max(attempts, key=lambda a: (max(a.started_at, a.updated_at), rank[a.status]))
+    failed = sorted((a for a in attempts if a.error), key=lambda a: a.updated_at)
+    names = {"prepared": "prepared", "started": "processing"}
+    return {
+        "status": names.get(last.status.value, last.status.value),
+        "attempts": len(attempts),
+        "failed_attempts": sum(1 for a in attempts if a.status == AttemptStatus.FAILED),
+        "error": failed[-1].error if failed else None,
+        "attempt_at": max(last.started_at, last.updated_at),
+    }
 
 
 def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
@@ -280,6 +297,8 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
             saved += f" [magenta](rewind to {r['rewinds_to']})[/]"
         if r.get("rewound_by") is not None:
             saved += f" [dim](retracted by {r['rewound_by']})[/]"
+        if r.get("rewind_pending_by") is not None:
+            saved += f" [dim](rewind {r['rewind_pending_by']} will retract it)[/]"
         table.add_row(
             str(r["epoch"]),
             r["status"] + ok + saved,

@@ -117,7 +117,8 @@ def test_the_monitor_shows_history_and_acts_through_airflow(
 
         page.goto(f"{base}/")
         for name in (NAME, BIG):
-            assert page.locator(f'tr[data-pipeline="{name}"] .pill').first.inner_text() == "ok"
+            pill = page.locator(f'tr[data-pipeline="{name}"] .pill').first
+            assert pill.inner_text() == "caught up"  # both drained: lag 0
         page.screenshot(path=str(ARTIFACTS / "3-overview.png"), full_page=True)
 
         # Inside Airflow's own UI: the navigation entry and the DAG page's tab (iframes).

@@ -24,14 +24,24 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sluice.monitor import HISTORY_ROWS, HistoryCache, PipelineView, pipeline_view, render_overview
+from sluice.monitor import (
+    HISTORY_ROWS,
+    HistoryCache,
+    PipelineView,
+    pipeline_view,
+    render_error,
+    render_overview,
+)
 from sluice.monitor import render_pipeline as _render_pipeline
 from sluice.monitor_catalog import PipelineCatalog, SpecEntry
 from sluice.protocol.request import InvalidRunRequest, RunRequest
 
-__all__ = ["create_app"]
+__all__ = ["SlashRedirect", "create_app"]
 
 TRIGGER_TIMEOUT_S = 30.0
 # The signed-in Airflow user (401 without a valid session or token).
@@ -70,9 +80,13 @@ def create_app(pipelines_dir: str | Path) -> Any:
         )
 
     def pipeline(dag: str) -> SpecEntry[Any, Any]:
-        entry = catalog.pipelines().get(dag)
+        entries = catalog.pipelines()
+        entry = entries.get(dag)
         if entry is None or not entry.loaded:
-            raise HTTPException(404, f"{dag} is not a Sluice pipeline in {folder}")
+            broken = sum(1 for e in entries.values() if not e.loaded)
+            note = f" ({broken} spec file(s) do not load: see the overview)" if broken else ""
+            raise HTTPException(404, f"{dag} is not a Sluice pipeline: no spec in the "
+                                     f"monitor's pipelines folder defines it{note}")  # fmt: skip
         return entry
 
     def view(dag: str, user: Any) -> tuple[PipelineView, Path]:
@@ -86,12 +100,15 @@ def create_app(pipelines_dir: str | Path) -> Any:
     def overview(user: User) -> str:
         views, broken = [], []
         for dag, entry in catalog.pipelines().items():
-            if not entry.loaded or not allowed(user, dag, "GET"):
+            if not entry.loaded:  # a broken spec hides nothing but itself
+                broken.append((entry.path.name, _public(entry.error or "", folder)))
+                continue
+            if not allowed(user, dag, "GET"):
                 continue
             try:
                 views.append(pipeline_view(catalog.runtime(entry), dag, cache=cache))
             except Exception as exc:
-                broken.append((dag, f"{type(exc).__name__}: {exc}"))
+                broken.append((dag, _public(f"{type(exc).__name__}: {exc}", folder)))
         return render_overview(views, broken)
 
     @app.get("/pipelines/{dag}", response_class=HTMLResponse)
@@ -111,7 +128,8 @@ def create_app(pipelines_dir: str | Path) -> Any:
         return {
             "pipeline": page.name, "dag_id": dag, "spec": path.name, "lag": page.lag,
             "unit": page.unit_name, "health": page.health().__dict__, "epochs": page.rows,
-            "savepoints": page.savepoints, "load_seconds": page.load_seconds,
+            "savepoints": page.savepoints, "last_refusal": page.refusal,
+            "load_seconds": page.load_seconds,
         }  # fmt: skip
 
     def act(request: Request, dag: str, user: Any, conf: dict[str, Any]) -> RedirectResponse:
@@ -150,7 +168,67 @@ def create_app(pipelines_dir: str | Path) -> Any:
                                      "kind=savepoint with savepoint")  # fmt: skip
         return act(request, dag, user, conf)
 
+    _error_pages(app, folder)
     return app
+
+
+def _error_pages(app: Any, folder: Path) -> None:
+    """Refusals and failures of the pages as a styled page (the Airflow tab shows it), never
+    with a server path; the JSON API keeps FastAPI's JSON answers."""
+
+    def page(request: Request, status: int, message: str, headers: Any = None) -> Response:
+        root = request.scope.get("root_path", "")
+        return HTMLResponse(render_error(status, _public(message, folder), overview=f"{root}/"),
+                            status_code=status, headers=headers)  # fmt: skip
+
+    def is_api(request: Request) -> bool:
+        path = request.url.path.removeprefix(request.scope.get("root_path", ""))
+        return path.startswith("/api/")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if is_api(request):
+            return await http_exception_handler(request, exc)
+        return page(request, exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_form(request: Request, exc: RequestValidationError) -> Response:
+        if is_api(request):
+            return await request_validation_exception_handler(request, exc)
+        problems = "; ".join(
+            f"{e['loc'][-1]}: {e['msg']}" for e in exc.errors() if e.get("loc")
+        )  # fmt: skip
+        return page(request, 400, f"not triggered: {problems}")
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> Response:
+        return page(request, 500, f"{type(exc).__name__}: {exc}")
+
+
+def _public(message: str, folder: Path) -> str:
+    """``message`` without the server's pipelines folder (a spec is named by its file)."""
+    for prefix in {str(folder.resolve()), str(folder)}:
+        message = message.replace(prefix + os.sep, "").replace(prefix, "the pipelines folder")
+    return message
+
+
+class SlashRedirect:
+    """ASGI middleware for Airflow's root app: ``/sluice`` redirects to ``/sluice/``. A
+    mounted app answers only below its prefix; without this, Airflow's UI catch-all serves a
+    blank page for the bare prefix (plugins/sluice_monitor.py installs it)."""
+
+    def __init__(self, app: Any, prefix: str = "/sluice") -> None:
+        self.app, self.prefix = app, prefix.rstrip("/")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in (
+            self.prefix, scope.get("root_path", "") + self.prefix
+        ):  # fmt: skip
+            query = scope.get("query_string", b"").decode()
+            target = self.prefix.rsplit("/", 1)[-1] + "/" + (f"?{query}" if query else "")
+            await RedirectResponse(target, status_code=307)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 def _load_spec(path: Path) -> Any:
