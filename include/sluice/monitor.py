@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sluice.monitor_actions import action_forms
 from sluice.monitor_charts import age as _age
 from sluice.monitor_charts import charts, short
 from sluice.protocol.request import RunRequest
@@ -206,6 +207,7 @@ def render_pipeline(
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
         inputs=RunRequest.html_inputs(),  # labels, help and patterns: the run request's own
+        actions=action_forms(view),  # what the action forms offer (sluice.monitor_actions)
     )
 
 

@@ -17,7 +17,8 @@ refused, before anything is written, when a sink cannot retract, when that epoch
 itself retracted by an earlier rewind, or when the source no longer has input the rewound
 epochs read (``on_missing_offsets: earliest`` replays what is left and records the gap).
 ``take_savepoint`` names a savepoint to take of the checkpoint this run commits (or of the
-latest one, when there is no new input).
+latest one, when there is no new input). ``expect_latest`` refuses the request unless the
+latest committed epoch is still the one given (the monitor's rewind confirmation sends it).
 """
 
 from __future__ import annotations
@@ -168,6 +169,13 @@ class RunRequest(BaseModel):
         "--allow-state-drop",
         "continue under a spec change that drops stored state (the error lists it)",
     ))  # fmt: skip
+    expect_latest: int | None = _field(None, RequestField(
+        "Expected latest epoch",
+        "Optional: refuse the request unless the latest committed epoch is still this one. "
+        "The monitor's rewind confirmation sends it, so a rewind never retracts an epoch that "
+        "committed after someone confirmed what it retracts.",
+        _WHOLE,
+    ), ge=1)  # fmt: skip
     on_missing_offsets: OnMissing = _field("fail", RequestField(
         "When input is gone",
         "fail: refuse a rewind, or a plan, whose input the source no longer has (e.g. Kafka "
@@ -240,11 +248,15 @@ class RunRequest(BaseModel):
 
     @classmethod
     def html_inputs(cls) -> dict[str, dict[str, str]]:
-        """The monitor's form inputs: each field's label, help text and (names) the pattern a
-        browser checks before sending (the model's own, unanchored: HTML anchors it)."""
+        """The monitor's form inputs: each field's label, help text, and what a browser checks
+        before sending: ``pattern`` (names; the model's own, unanchored: HTML anchors it) and
+        ``min`` (whole numbers)."""
         inputs: dict[str, dict[str, str]] = {}
         for name, info in cls.model_fields.items():
             form = {"label": str(info.title), "help": str(info.description)}
+            low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+            if low is not None:
+                form["min"] = str(low)
             pattern = next((m.pattern for m in info.metadata if hasattr(m, "pattern")), None)
             if isinstance(pattern, str):
                 form["pattern"] = (
@@ -291,6 +303,16 @@ class RunRequest(BaseModel):
         return dataclasses.replace(options, on_missing_offsets=self.on_missing_offsets)
 
     def _resolve(self, rt: Runtime) -> PlanOptions:
+        if self.expect_latest is not None and rt.repo.latest_epoch() != self.expect_latest:
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"expect_latest: the latest committed epoch is now {rt.repo.latest_epoch()}, "
+                    f"not {self.expect_latest}: epochs committed (or were retired) after this "
+                    "request was made, so it would not do what was confirmed; look again and "
+                    "confirm anew"
+                ],
+            )
         if self.take_savepoint is not None and rt.repo.savepoint(self.take_savepoint):
             taken = rt.repo.savepoint(self.take_savepoint)
             raise InvalidRunRequest(
@@ -390,11 +412,14 @@ class RunRequest(BaseModel):
         latest = rt.repo.latest_epoch()
         if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
             kept = rt.repo.committed_epochs()
+            dead = [e for e in rt.repo.rewound() if e in kept]
             have = (
                 f"retained committed epochs are {_ranges(kept)}"
                 if kept
                 else "nothing is committed yet"
             )
+            if dead:
+                have += f", of which {_ranges(dead)} were retracted by a rewind"
             raise InvalidRunRequest(
                 rt.name,
                 [f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; {have}"],
