@@ -87,10 +87,10 @@ def files_pipeline(root: Path, folder: Path, files: int, name: str = NAME) -> Ru
     return runtime(parse_spec(body))
 
 
-def history(root: Path, folder: Path, files: int = 8) -> Runtime:
+def history(root: Path, folder: Path, files: int = 8, name: str = NAME) -> Runtime:
     """Epochs 1..4 committed with ROWS; savepoint ``early`` at 2 and ``late`` at 3; then a
     rewind to 2 committed as epoch 5 (it retracted 3 and 4: ``late`` is retracted)."""
-    rt = files_pipeline(root, folder, files)
+    rt = files_pipeline(root, folder, files, name)
     for rows in ROWS:
         commit_epoch_rows(rt, rows)
     take_savepoint(rt, "early", 2)
