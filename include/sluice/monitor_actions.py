@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol.exceptions import InvalidRunRequest
-from sluice.protocol.request import RunRequest
+from sluice.protocol.request import RunRequest, epoch_ranges
 
 if TYPE_CHECKING:
     from sluice.monitor import PipelineView
@@ -101,6 +101,11 @@ class ActionForms:
         return max(self.restorable, default=None)
 
     @property
+    def restorable_text(self) -> str:
+        """The restorable epochs as ranges, oldest first: ``1..2, 5..6``."""
+        return epoch_ranges(sorted(self.restorable))
+
+    @property
     def offered(self) -> tuple[SavepointChoice, ...]:
         """The savepoints a restore may name: not retracted, newest epoch first."""
         live = [s for s in self.savepoints if s.retracted_by is None]
@@ -171,6 +176,14 @@ class Retraction:
     @property
     def totals(self) -> tuple[int, ...]:
         return tuple(sum(e.rows[i] or 0 for e in self.epochs) for i in range(len(self.sinks)))
+
+    @property
+    def outcome(self) -> str:
+        """One line: what the triggered run does."""
+        if not self.epochs:
+            return f"the next epoch continues from {self.what}, the latest; nothing is retracted"
+        epochs = epoch_ranges([e.epoch for e in self.epochs])
+        return f"epoch {self.first} continues from {self.what} and retracts epochs {epochs}"
 
     @property
     def token(self) -> str:

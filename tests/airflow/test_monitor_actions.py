@@ -171,6 +171,7 @@ def test_the_forms_offer_what_can_be_restored_and_say_what_a_savepoint_captures(
     assert 'min="1"' in epoch.group(0) and 'max="5"' in epoch.group(0)
     listed = re.search(r'<datalist id="restorable-epochs">(.*?)</datalist>', page, re.S)
     assert listed and re.findall(r'value="(\d+)"', listed.group(1)) == ["5", "2", "1"]
+    assert text_of(page, "restorable") == "restorable: 1..2, 5"
     # a select of the savepoints that can be restored: "late" (epoch 3, retracted) is not one
     select = re.search(r'<select name="savepoint" required>(.*?)</select>', page, re.S)
     assert select and re.findall(r'<option value="([^"]+)"', select.group(1)) == ["early"]
@@ -398,7 +399,7 @@ def test_a_savepoint_is_deleted_after_a_confirmation(
     again = post(client, "delete-savepoint", {"name": "late", "confirm": token[1]})
     assert again.status_code == 422
     assert text_of(again.text, "form-error") == (
-        "not triggered: savepoint: no savepoint 'late' (savepoints: early)"
+        "not deleted: savepoint: no savepoint 'late' (savepoints: early)"
     )
 
 

@@ -178,6 +178,7 @@ def test_a_rewind_shows_what_it_retracts_and_triggers_once_confirmed(
     page.click("#confirm button")
     message = page.locator("#message").inner_text()
     assert message.startswith("triggered run "), message
+    assert message.endswith(": epoch 7 continues from checkpoint 2 and retracts epochs 5..6")
     [run] = monitor.runs("rewind")
     assert run["conf"] == {"restore_from": "checkpoint", "epoch": 2, "expect_latest": 6}
     assert run["dag_run_id"] in message and run["triggering_user_name"] == "admin"

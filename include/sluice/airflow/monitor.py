@@ -155,8 +155,8 @@ def create_app(pipelines_dir: str | Path) -> Any:
         return HTMLResponse(body, status_code=status)
 
     def refused(dag: str, user: Any, heading: str, form: str, exc: InvalidRunRequest,
-                value: Any) -> HTMLResponse:  # fmt: skip
-        error = "not triggered: " + "; ".join(exc.problems)
+                value: Any, *, verb: str = "triggered") -> HTMLResponse:  # fmt: skip
+        error = f"not {verb}: " + "; ".join(exc.problems)
         return action_page(dag, user, heading, error=error, status=422, form=form,
                            value="" if value is None else value)  # fmt: skip
 
@@ -184,9 +184,9 @@ def create_app(pipelines_dir: str | Path) -> Any:
     ) -> Response:  # fmt: skip
         """First POST: the confirmation page (what the restore retracts, and a token of it);
         a POST with the token of what the store says now: the trigger."""
+        rt = guard(request, dag, user)
         if kind not in ("checkpoint", "savepoint"):
             raise HTTPException(400, "restore needs kind=checkpoint or kind=savepoint")
-        rt = guard(request, dag, user)
         value: Any = savepoint if kind == "savepoint" else _whole(epoch)
         conf = restore_conf(kind, value if kind == "checkpoint" else None, savepoint)
         heading = f"Restore from {kind}"
@@ -205,7 +205,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
                                status=409 if stale else 200, retraction=retraction,
                                fields=fields)  # fmt: skip
         ok, text = _trigger(request, dag, retraction.conf)
-        return _back(dag, ok, text)
+        return _back(dag, ok, f"{text}: {retraction.outcome}" if ok else text)
 
     @app.post("/pipelines/{dag}/delete-savepoint")
     def remove_savepoint(
@@ -218,7 +218,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
         try:
             deletion = preview_delete(rt, name)
         except InvalidRunRequest as exc:
-            return refused(dag, user, heading, "delete-savepoint", exc, name)
+            return refused(dag, user, heading, "delete-savepoint", exc, name, verb="deleted")
         if confirm != deletion.token:
             stale = None if confirm is None else (
                 "not deleted: the savepoint changed since you confirmed; confirm again"

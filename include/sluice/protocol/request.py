@@ -45,6 +45,7 @@ __all__ = [
     "PlanOptions",
     "RequestField",
     "RunRequest",
+    "epoch_ranges",
 ]
 
 RestoreFrom = Literal["latest", "checkpoint", "savepoint", "offsets"]
@@ -148,7 +149,8 @@ class RunRequest(BaseModel):
     ))  # fmt: skip
     savepoint: str | None = _field(None, RequestField(
         "Savepoint to restore",
-        "With restore_from=savepoint: its name (sluice savepoints SPEC lists them).",
+        "With restore_from=savepoint: its name (the monitor lists them, so does sluice "
+        "savepoints SPEC).",
         _SAVEPOINT,
         "--savepoint",
         "with --restore-from savepoint",
@@ -320,7 +322,7 @@ class RunRequest(BaseModel):
                 [
                     f"take_savepoint: {self.take_savepoint!r} already exists (epoch "
                     f"{taken.epoch if taken else '?'}); choose another name or delete it first "
-                    "(sluice savepoint SPEC NAME --delete)"
+                    "(the monitor's delete button, or sluice savepoint SPEC NAME --delete)"
                 ],
             )
         if self.restore_from == "checkpoint":
@@ -371,7 +373,7 @@ class RunRequest(BaseModel):
             )
         live = [e for e in rt.repo.committed_epochs() if epoch < e <= latest and e not in dead]
         problems = [
-            f"{field}: restoring {what} retracts the output of epochs {_ranges(live)}, but "
+            f"{field}: restoring {what} retracts the output of epochs {epoch_ranges(live)}, but "
             f"{problem}"
             for role in rt.sinks
             if (problem := role.sink.retraction_problem(epoch)) is not None
@@ -382,7 +384,7 @@ class RunRequest(BaseModel):
             shown = ", ".join(missing[:5]) + more
             problems.append(
                 f"on_missing_offsets: source {rt.source.location} no longer has input that "
-                f"epochs {_ranges(live)} read ({shown}); replaying without it would change "
+                f"epochs {epoch_ranges(live)} read ({shown}); replaying without it would change "
                 "the output silently. Put it back, or set on_missing_offsets=earliest to "
                 "replay what is still there (the gap is recorded in the plan)"
             )
@@ -414,12 +416,12 @@ class RunRequest(BaseModel):
             kept = rt.repo.committed_epochs()
             dead = [e for e in rt.repo.rewound() if e in kept]
             have = (
-                f"retained committed epochs are {_ranges(kept)}"
+                f"retained committed epochs are {epoch_ranges(kept)}"
                 if kept
                 else "nothing is committed yet"
             )
             if dead:
-                have += f", of which {_ranges(dead)} were retracted by a rewind"
+                have += f", of which {epoch_ranges(dead)} were retracted by a rewind"
             raise InvalidRunRequest(
                 rt.name,
                 [f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; {have}"],
@@ -477,7 +479,7 @@ class RunRequest(BaseModel):
         return start, Restore("offsets", requested=dict(self.offsets), skipped_from=skipped)
 
 
-def _ranges(epochs: list[int]) -> str:
+def epoch_ranges(epochs: list[int]) -> str:
     """[1, 2, 3, 7] -> '1..3, 7'."""
     parts: list[str] = []
     for e in epochs:
