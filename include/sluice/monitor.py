@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from sluice.monitor_actions import action_forms
 from sluice.monitor_charts import age as _age
 from sluice.monitor_charts import charts, short
 from sluice.protocol.request import RunRequest
@@ -251,6 +252,7 @@ def render_pipeline(
         inputs=RunRequest.html_inputs(),  # labels, help and patterns: the run request's own
         refresh_s=REFRESH_S if view.in_flight else None,
         refused_at=_refused_at(view.refusal),
+        actions=action_forms(view),  # what the action forms offer (sluice.monitor_actions)
     )
 
 

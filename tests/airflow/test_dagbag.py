@@ -71,6 +71,7 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
         "savepoint",
         "take_savepoint",
         "allow_state_drop",
+        "expect_latest",
         "on_missing_offsets",
     }
     assert dag.params["restore_from"] == "latest"  # defaults let the DAG be scheduled

@@ -101,9 +101,13 @@ def test_the_monitor_shows_history_and_acts_through_airflow(
         link = page.locator('tr[data-epoch="3"] a').first
         assert link.get_attribute("href") == f"../../dags/{DAG}/runs/{quote(made_by, safe='')}"
 
-        # Restore from checkpoint 2 from the page: epoch 4 rewinds to 2 and retracts 3.
-        page.select_option("#restore-checkpoint select", "2")
+        # Restore from checkpoint 2 from the page: epoch 4 rewinds to 2 and retracts 3, as the
+        # confirmation says before anything is triggered.
+        page.fill("#restore-checkpoint input[name=epoch]", "2")
         page.click("#restore-checkpoint button")
+        summary = page.locator("#confirm-summary").inner_text()
+        assert "retracts the output of 1 committed epoch (3)" in summary, summary
+        page.click("#confirm button")
         run = _triggered(page)
         assert server.wait_run(DAG, run) == "success", server.logs()
         plan = rt.repo.plan(4)

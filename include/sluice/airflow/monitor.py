@@ -7,16 +7,23 @@ own machinery:
 * the user comes from Airflow's session, the JWT in the ``_token`` cookie the UI sets at login,
   or an ``Authorization: Bearer`` token (``airflow.api_fastapi.core_api.security.get_user``).
   No valid session gives 401;
-* the auth manager decides. Reading a pipeline needs GET on its DAG. Taking a savepoint or
-  restoring needs POST on the DAG's runs, which is what triggering it needs. Otherwise 403;
+* the auth manager decides. Reading a pipeline needs GET on its DAG. Taking a savepoint,
+  restoring or deleting a savepoint needs POST on the DAG's runs, which is what triggering it
+  needs. Otherwise 403;
 * actions are form POSTs from the same origin. A cross-site POST is refused with 403: the
   Origin, or else the Referer, must be this server;
+* an action is checked first as the DAG's ``plan`` task would check it, writing nothing
+  (sluice.monitor_actions); a refusal comes back as the action's form with the reason, and no
+  run is created. A restore then shows what it retracts and is triggered only by a second POST
+  carrying a token of exactly that; a savepoint delete is confirmed the same way;
 * an action triggers the pipeline's DAG through Airflow's REST API with the user's own token.
-  Airflow records the run as theirs and checks the conf like any trigger.
+  Airflow records the run as theirs and checks the conf like any trigger. Deleting a
+  savepoint is the one action the API server does itself (logged with the user's name).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,13 +44,24 @@ from sluice.monitor import (
     render_error,
     render_overview,
 )
+from sluice.monitor import _render as _render_template
 from sluice.monitor import render_pipeline as _render_pipeline
+from sluice.monitor_actions import (
+    action_forms,
+    check_savepoint,
+    preview_delete,
+    preview_restore,
+    restore_conf,
+)
 from sluice.monitor_catalog import PipelineCatalog, SpecEntry
+from sluice.protocol.exceptions import SavepointError
 from sluice.protocol.request import InvalidRunRequest, RunRequest
+from sluice.protocol.retention import delete_savepoint
 
 __all__ = ["SlashRedirect", "create_app"]
 
 TRIGGER_TIMEOUT_S = 30.0
+_log = logging.getLogger(__name__)
 # The signed-in Airflow user (401 without a valid session or token).
 User = Annotated[Any, Depends(get_user)]
 
@@ -132,41 +150,106 @@ def create_app(pipelines_dir: str | Path) -> Any:
             "load_seconds": page.load_seconds,
         }  # fmt: skip
 
-    def act(request: Request, dag: str, user: Any, conf: dict[str, Any]) -> RedirectResponse:
+    # -- actions (sluice.monitor_actions): checked dry, confirmed, then triggered ----------
+
+    def guard(request: Request, dag: str, user: Any) -> Any:
+        """The runtime of ``dag`` for an action: same-origin POST by a user who may trigger."""
         _same_origin(request)
         if not allowed(user, dag, "GET") or not allowed(user, dag, "POST"):
             raise HTTPException(403, f"you may not trigger DAG {dag}")
-        pipeline(dag)
-        try:  # the trigger form's own checks, before anything is triggered
-            RunRequest.from_conf(dag, conf)
-        except InvalidRunRequest as exc:
-            ok, text = False, "not triggered: " + "; ".join(exc.problems)
-        else:
-            ok, text = _trigger(request, dag, conf)
-        key = "message" if ok else "error"
-        back = f"../{quote(dag, safe='')}?{urlencode({key: text})}"
-        return RedirectResponse(back, status_code=303)
+        return catalog.runtime(pipeline(dag))
+
+    def action_page(dag: str, user: Any, heading: str, *, error: str | None = None,
+                    status: int = 200, **context: Any) -> HTMLResponse:  # fmt: skip
+        page, _ = view(dag, user)
+        context.setdefault("retraction", None)
+        context.setdefault("deletion", None)
+        context.setdefault("form", None)
+        context.setdefault("value", "")
+        body = _render_template(
+            "action.html.j2", heading=heading, pipeline=page.name, dag=dag, error=error,
+            actions=action_forms(page), inputs=RunRequest.html_inputs(), **context,
+        )  # fmt: skip
+        return HTMLResponse(body, status_code=status)
+
+    def refused(dag: str, user: Any, heading: str, form: str, exc: InvalidRunRequest,
+                value: Any, *, verb: str = "triggered") -> HTMLResponse:  # fmt: skip
+        error = f"not {verb}: " + "; ".join(exc.problems)
+        return action_page(dag, user, heading, error=error, status=422, form=form,
+                           value="" if value is None else value)  # fmt: skip
 
     @app.post("/pipelines/{dag}/savepoint")
     def take_savepoint(
-        request: Request, dag: str, name: Annotated[str, Form()], user: User
-    ) -> RedirectResponse:
-        return act(request, dag, user, {"take_savepoint": name.strip()})
+        request: Request, dag: str, user: User, name: Annotated[str, Form()] = ""
+    ) -> Response:
+        rt = guard(request, dag, user)
+        name = name.strip()
+        try:  # the plan task's own checks (a taken name), and whether there is anything
+            conf, taken = check_savepoint(rt, name)
+        except InvalidRunRequest as exc:
+            return refused(dag, user, "Take a savepoint", "take-savepoint", exc, name)
+        ok, text = _trigger(request, dag, conf)
+        if ok:
+            text += f"; savepoint {name!r} will capture {taken.text}"
+        return _back(dag, ok, text)
 
     @app.post("/pipelines/{dag}/restore")
     def restore(
-        request: Request, dag: str, kind: Annotated[str, Form()], user: User,
-        epoch: Annotated[int | None, Form()] = None,
+        request: Request, dag: str, user: User, kind: Annotated[str, Form()] = "",
+        epoch: Annotated[str | None, Form()] = None,
         savepoint: Annotated[str | None, Form()] = None,
-    ) -> RedirectResponse:  # fmt: skip
-        if kind == "checkpoint" and epoch is not None:
-            conf: dict[str, Any] = {"restore_from": "checkpoint", "epoch": epoch}
-        elif kind == "savepoint" and savepoint:
-            conf = {"restore_from": "savepoint", "savepoint": savepoint}
-        else:
-            raise HTTPException(400, "restore needs kind=checkpoint with epoch, or "
-                                     "kind=savepoint with savepoint")  # fmt: skip
-        return act(request, dag, user, conf)
+        confirm: Annotated[str | None, Form()] = None,
+    ) -> Response:  # fmt: skip
+        """First POST: the confirmation page (what the restore retracts, and a token of it);
+        a POST with the token of what the store says now: the trigger."""
+        rt = guard(request, dag, user)
+        if kind not in ("checkpoint", "savepoint"):
+            raise HTTPException(400, "restore needs kind=checkpoint or kind=savepoint")
+        value: Any = savepoint if kind == "savepoint" else _whole(epoch)
+        conf = restore_conf(kind, value if kind == "checkpoint" else None, savepoint)
+        heading = f"Restore from {kind}"
+        try:
+            retraction = preview_restore(rt, conf)
+        except InvalidRunRequest as exc:
+            return refused(dag, user, heading, f"restore-{kind}", exc, value)
+        fields = [("kind", kind), ("epoch" if kind == "checkpoint" else "savepoint", value)]
+        if confirm is None or confirm != retraction.token:
+            stale = None if confirm is None else (
+                "not triggered: the checkpoint store changed since you confirmed (latest "
+                f"epoch now {retraction.latest}); this is what the restore retracts now: "
+                "confirm again to go ahead"
+            )  # fmt: skip
+            return action_page(dag, user, f"{heading}: confirm", error=stale,
+                               status=409 if stale else 200, retraction=retraction,
+                               fields=fields)  # fmt: skip
+        ok, text = _trigger(request, dag, retraction.conf)
+        return _back(dag, ok, f"{text}: {retraction.outcome}" if ok else text)
+
+    @app.post("/pipelines/{dag}/delete-savepoint")
+    def remove_savepoint(
+        request: Request, dag: str, user: User, name: Annotated[str, Form()] = "",
+        confirm: Annotated[str | None, Form()] = None,
+    ) -> Response:  # fmt: skip
+        """First POST: the confirmation page; a POST with its token: the delete."""
+        rt = guard(request, dag, user)
+        heading = f"Delete savepoint {name}"
+        try:
+            deletion = preview_delete(rt, name)
+        except InvalidRunRequest as exc:
+            return refused(dag, user, heading, "delete-savepoint", exc, name, verb="deleted")
+        if confirm != deletion.token:
+            stale = None if confirm is None else (
+                "not deleted: the savepoint changed since you confirmed; confirm again"
+            )  # fmt: skip
+            return action_page(dag, user, f"{heading}: confirm", error=stale,
+                               status=409 if stale else 200, deletion=deletion)  # fmt: skip
+        try:
+            delete_savepoint(rt, name)
+        except SavepointError as exc:
+            return _back(dag, False, f"not deleted: {exc}")
+        _log.info("user %s deleted savepoint %r (epoch %d) of pipeline %s", _name(user), name,
+                  deletion.savepoint.epoch, rt.name)  # fmt: skip
+        return _back(dag, True, f"deleted savepoint {name!r} (epoch {deletion.savepoint.epoch})")
 
     _error_pages(app, folder)
     return app
@@ -249,6 +332,29 @@ def _runtime(path: Path) -> Any:
     return runtime_for(str(path), None)  # what the DAG's tasks open (connections included)
 
 
+def _back(dag: str, ok: bool, text: str) -> RedirectResponse:
+    """To the pipeline's page, with ``text`` as its message (or error) banner."""
+    back = f"../{quote(dag, safe='')}?{urlencode({'message' if ok else 'error': text})}"
+    return RedirectResponse(back, status_code=303)
+
+
+def _whole(text: str | None) -> Any:
+    """A form's whole number as an int; anything else as given (the run request says why)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return text
+
+
+def _name(user: Any) -> str:
+    try:
+        return str(user.get_name())
+    except Exception:
+        return "?"
+
+
 def _same_origin(request: Any) -> None:
     """Refuse a cross-site form POST: Origin (else Referer) must be this server."""
     own = f"{request.url.scheme}://{request.url.netloc}"
@@ -277,12 +383,15 @@ def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
     base = (airflow_conf.get("api", "base_url", fallback="") or "").rstrip("/")
     if not base:
         base = f"{request.url.scheme}://{request.url.netloc}"
-    response = httpx.post(
-        f"{base}/api/v2/dags/{quote(dag, safe='')}/dagRuns",
-        json={"logical_date": None, "conf": conf},
-        headers={"Authorization": f"Bearer {_token(request)}"},
-        timeout=TRIGGER_TIMEOUT_S,
-    )
+    try:
+        response = httpx.post(
+            f"{base}/api/v2/dags/{quote(dag, safe='')}/dagRuns",
+            json={"logical_date": None, "conf": conf},
+            headers={"Authorization": f"Bearer {_token(request)}"},
+            timeout=TRIGGER_TIMEOUT_S,
+        )
+    except httpx.HTTPError as exc:
+        return False, f"not triggered: Airflow's REST API did not answer ({type(exc).__name__})"
     if response.status_code in (200, 201):
         run = response.json().get("dag_run_id")
         return True, f"triggered run {run} with conf {conf}"

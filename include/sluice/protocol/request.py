@@ -17,7 +17,8 @@ refused, before anything is written, when a sink cannot retract, when that epoch
 itself retracted by an earlier rewind, or when the source no longer has input the rewound
 epochs read (``on_missing_offsets: earliest`` replays what is left and records the gap).
 ``take_savepoint`` names a savepoint to take of the checkpoint this run commits (or of the
-latest one, when there is no new input).
+latest one, when there is no new input). ``expect_latest`` refuses the request unless the
+latest committed epoch is still the one given (the monitor's rewind confirmation sends it).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "PlanOptions",
     "RequestField",
     "RunRequest",
+    "epoch_ranges",
 ]
 
 RestoreFrom = Literal["latest", "checkpoint", "savepoint", "offsets"]
@@ -147,7 +149,8 @@ class RunRequest(BaseModel):
     ))  # fmt: skip
     savepoint: str | None = _field(None, RequestField(
         "Savepoint to restore",
-        "With restore_from=savepoint: its name (sluice savepoints SPEC lists them).",
+        "With restore_from=savepoint: its name (the monitor lists them, so does sluice "
+        "savepoints SPEC).",
         _SAVEPOINT,
         "--savepoint",
         "with --restore-from savepoint",
@@ -168,6 +171,13 @@ class RunRequest(BaseModel):
         "--allow-state-drop",
         "continue under a spec change that drops stored state (the error lists it)",
     ))  # fmt: skip
+    expect_latest: int | None = _field(None, RequestField(
+        "Expected latest epoch",
+        "Optional: refuse the request unless the latest committed epoch is still this one. "
+        "The monitor's rewind confirmation sends it, so a rewind never retracts an epoch that "
+        "committed after someone confirmed what it retracts.",
+        _WHOLE,
+    ), ge=1)  # fmt: skip
     on_missing_offsets: OnMissing = _field("fail", RequestField(
         "When input is gone",
         "fail: refuse a rewind, or a plan, whose input the source no longer has (e.g. Kafka "
@@ -240,11 +250,15 @@ class RunRequest(BaseModel):
 
     @classmethod
     def html_inputs(cls) -> dict[str, dict[str, str]]:
-        """The monitor's form inputs: each field's label, help text and (names) the pattern a
-        browser checks before sending (the model's own, unanchored: HTML anchors it)."""
+        """The monitor's form inputs: each field's label, help text, and what a browser checks
+        before sending: ``pattern`` (names; the model's own, unanchored: HTML anchors it) and
+        ``min`` (whole numbers)."""
         inputs: dict[str, dict[str, str]] = {}
         for name, info in cls.model_fields.items():
             form = {"label": str(info.title), "help": str(info.description)}
+            low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
+            if low is not None:
+                form["min"] = str(low)
             pattern = next((m.pattern for m in info.metadata if hasattr(m, "pattern")), None)
             if isinstance(pattern, str):
                 form["pattern"] = (
@@ -291,6 +305,16 @@ class RunRequest(BaseModel):
         return dataclasses.replace(options, on_missing_offsets=self.on_missing_offsets)
 
     def _resolve(self, rt: Runtime) -> PlanOptions:
+        if self.expect_latest is not None and rt.repo.latest_epoch() != self.expect_latest:
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"expect_latest: the latest committed epoch is now {rt.repo.latest_epoch()}, "
+                    f"not {self.expect_latest}: epochs committed (or were retired) after this "
+                    "request was made, so it would not do what was confirmed; look again and "
+                    "confirm anew"
+                ],
+            )
         if self.take_savepoint is not None and rt.repo.savepoint(self.take_savepoint):
             taken = rt.repo.savepoint(self.take_savepoint)
             raise InvalidRunRequest(
@@ -298,7 +322,7 @@ class RunRequest(BaseModel):
                 [
                     f"take_savepoint: {self.take_savepoint!r} already exists (epoch "
                     f"{taken.epoch if taken else '?'}); choose another name or delete it first "
-                    "(sluice savepoint SPEC NAME --delete)"
+                    "(the monitor's delete button, or sluice savepoint SPEC NAME --delete)"
                 ],
             )
         if self.restore_from == "checkpoint":
@@ -349,7 +373,7 @@ class RunRequest(BaseModel):
             )
         live = [e for e in rt.repo.committed_epochs() if epoch < e <= latest and e not in dead]
         problems = [
-            f"{field}: restoring {what} retracts the output of epochs {_ranges(live)}, but "
+            f"{field}: restoring {what} retracts the output of epochs {epoch_ranges(live)}, but "
             f"{problem}"
             for role in rt.sinks
             if (problem := role.sink.retraction_problem(epoch)) is not None
@@ -360,7 +384,7 @@ class RunRequest(BaseModel):
             shown = ", ".join(missing[:5]) + more
             problems.append(
                 f"on_missing_offsets: source {rt.source.location} no longer has input that "
-                f"epochs {_ranges(live)} read ({shown}); replaying without it would change "
+                f"epochs {epoch_ranges(live)} read ({shown}); replaying without it would change "
                 "the output silently. Put it back, or set on_missing_offsets=earliest to "
                 "replay what is still there (the gap is recorded in the plan)"
             )
@@ -457,14 +481,14 @@ def _restorable(rt: Runtime) -> str:
         return "nothing is committed yet"
     dead = rt.repo.rewound()
     live = [e for e in kept if e not in dead]
-    text = f"restorable committed epochs are {_ranges(live)}"
+    text = f"restorable committed epochs are {epoch_ranges(live)}"
     gone = [e for e in kept if e in dead]
     if gone:
-        text += f" ({_ranges(gone)} retracted by a rewind: not restorable)"
+        text += f" ({epoch_ranges(gone)} retracted by a rewind: not restorable)"
     return text
 
 
-def _ranges(epochs: list[int]) -> str:
+def epoch_ranges(epochs: list[int]) -> str:
     """[1, 2, 3, 7] -> '1..3, 7'."""
     parts: list[str] = []
     for e in epochs:

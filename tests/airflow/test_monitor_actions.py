@@ -1,0 +1,429 @@
+"""The monitor's actions in-process (sluice.airflow.monitor + sluice.monitor_actions; no
+server, no browser, no Spark): every request is checked as the DAG's ``plan`` task checks it
+before anything is triggered, a restore says what it retracts and triggers only with the
+token of exactly that, and a savepoint delete asks first.
+
+The histories are real protocol documents: :func:`commit_epoch_rows` plans each epoch with
+the protocol (one input file each, rewinds through the run request) and commits it as a
+process step that wrote the given rows would. No Airflow API server runs here, so an action
+that gets as far as triggering ends with "Airflow's REST API did not answer"; the browser
+test (tests/airflow/test_monitor_rewind_browser.py) triggers for real.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+from sluice.airflow.monitor import create_app
+from sluice.monitor_actions import preview_restore
+from sluice.protocol import Runtime
+from sluice.protocol.model import (
+    Checkpoint,
+    EpochResult,
+    EpochStats,
+    RetiredMark,
+    SinksCommitted,
+)
+from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
+from sluice.protocol.retention import take_savepoint
+from sluice.sinks.base import Prepared
+from sluice.spec import parse_spec
+
+from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime
+
+NAME = "acts"
+DAG = f"sluice__{NAME}"
+ORIGIN = {"Origin": "http://testserver"}
+NO_AIRFLOW = "Airflow's REST API did not answer"
+# rows per sink of epochs 1..4: results ("out"), late records, dead letters
+ROWS = [(10, 1, 0), (20, 0, 2), (30, 3, 0), (40, 0, 4)]
+
+
+# -- a history without Spark ---------------------------------------------------------------
+
+
+def commit_epoch_rows(
+    rt: Runtime, rows: tuple[int, ...], options: PlanOptions | None = None
+) -> int:
+    """Plan the next epoch (one input file; ``options``: a run request's, e.g. a rewind) and
+    commit it with ``rows`` per sink (in ``rt.sinks`` order), as a process step that wrote
+    them would: the plan, the checkpoint and the sinks marker. Returns the epoch."""
+    plan = (options or PlanOptions()).plan(rt, max_units=1)
+    assert plan is not None, "no input left to plan"
+    attempt = rt.new_attempt_id()
+    prepared = tuple(
+        Prepared(role.sink.name, f"file:///{role.sink.name}", plan.epoch, attempt, n)
+        for role, n in zip(rt.sinks, rows, strict=True)
+    )
+    stats = EpochStats(records_read=sum(rows), accepted=rows[0], late=rows[1], dead=rows[2],
+                       windows_emitted=rows[0], input_units=1)  # fmt: skip
+    result = EpochResult(stats, plan.watermark, None, plan.state, prepared, 0.5)
+    rt.repo.put_checkpoint_if_absent(
+        Checkpoint(rt.name, plan.epoch, attempt, plan, result, rt.clock(), "manual__test")
+    )
+    rt.repo.mark_sinks_committed(SinksCommitted(plan.epoch, attempt, rt.clock(), 0.1))
+    return plan.epoch
+
+
+def rewind(rt: Runtime, epoch: int, rows: tuple[int, ...]) -> int:
+    """Commit a rewind to ``epoch`` (planned through the run request, as ``plan`` does)."""
+    request = RunRequest.from_conf(rt.name, {"restore_from": "checkpoint", "epoch": epoch})
+    return commit_epoch_rows(rt, rows, request.resolve(rt))
+
+
+def files_pipeline(root: Path, folder: Path, files: int, name: str = NAME) -> Runtime:
+    """A files pipeline on local storage with ``files`` input files; its spec in ``folder``."""
+    ws = Workspace("local", (root / name).as_uri())
+    ws.put_files([(f"part-{i:04d}.jsonl", b"") for i in range(files)])
+    body = click_spec_dict(ws, name=name)
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(body))
+    return runtime(parse_spec(body))
+
+
+def history(root: Path, folder: Path, files: int = 8, name: str = NAME) -> Runtime:
+    """Epochs 1..4 committed with ROWS; savepoint ``early`` at 2 and ``late`` at 3; then a
+    rewind to 2 committed as epoch 5 (it retracted 3 and 4: ``late`` is retracted)."""
+    rt = files_pipeline(root, folder, files, name)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    take_savepoint(rt, "early", 2)
+    take_savepoint(rt, "late", 3)
+    assert rewind(rt, 2, (5, 0, 0)) == 5
+    return rt
+
+
+def stored(rt: Runtime, root: Path) -> list[tuple[str, int]]:
+    """Every object under the pipeline's folder (checkpoints, sinks, input), with its size."""
+    return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*")
+                  if p.is_file())  # fmt: skip
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
+    """``monitor(folder, role="admin")``: a test client of the app over ``folder`` as an
+    Airflow user of ``role`` (the SimpleAuthManager decides what that role may do)."""
+    from airflow.api_fastapi.app import init_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow.api_fastapi.core_api.security import get_user
+
+    init_auth_manager()
+    clients: list[TestClient] = []
+
+    def open_monitor(folder: Path, role: str = "admin") -> TestClient:
+        app = create_app(folder)
+        user = SimpleAuthManagerUser(username=role, role=role)
+        app.dependency_overrides[get_user] = lambda: user
+        clients.append(TestClient(app))
+        return clients[-1]
+
+    yield open_monitor
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "pipelines"
+    path.mkdir()
+    return path
+
+
+def post(client: TestClient, action: str, form: dict[str, Any]) -> Any:
+    return client.post(f"/pipelines/{DAG}/{action}", data=form, headers=ORIGIN,
+                       follow_redirects=False)  # fmt: skip
+
+
+def text_of(page: str, element_id: str) -> str:
+    """The text a browser shows of the element with ``element_id`` (tags dropped)."""
+    found = re.search(rf'<(\w+)[^>]* id="{element_id}"[^>]*>(.*?)</\1>', page, re.S)
+    assert found, f"no #{element_id} in the page"
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(2))).strip()
+
+
+def banner(client: TestClient, answer: Any) -> str:
+    """The message banner of the page a redirect leads to."""
+    assert answer.status_code == 303, answer.text[:2000]
+    page = client.get("/pipelines/" + answer.headers["location"].removeprefix("../")).text
+    return text_of(page, "message")
+
+
+# -- the forms -------------------------------------------------------------------------------
+
+
+def test_the_forms_offer_what_can_be_restored_and_say_what_a_savepoint_captures(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = history(tmp_path, folder)
+    page = monitor(folder).get(f"/pipelines/{DAG}").text
+
+    epoch = re.search(r'<input type="number" name="epoch"[^>]*>', page)
+    assert epoch, page
+    assert 'min="1"' in epoch.group(0) and 'max="5"' in epoch.group(0)
+    listed = re.search(r'<datalist id="restorable-epochs">(.*?)</datalist>', page, re.S)
+    assert listed and re.findall(r'value="(\d+)"', listed.group(1)) == ["5", "2", "1"]
+    assert text_of(page, "restorable") == "restorable: 1..2, 5"
+    # a select of the savepoints that can be restored: "late" (epoch 3, retracted) is not one
+    select = re.search(r'<select name="savepoint" required>(.*?)</select>', page, re.S)
+    assert select and re.findall(r'<option value="([^"]+)"', select.group(1)) == ["early"]
+    assert re.search(r"early · epoch 2 · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d<", select.group(1))
+    assert '<tr data-savepoint="late" class="gone" data-retracted-by="5">' in page
+    assert "by the rewind at epoch 5: not restorable" in page
+    # 8 files; epoch 5 replayed the third (after epoch 2): 5 wait, a savepoint captures 6
+    assert text_of(page, "capture") == "captures epoch 6 (the run first processes the 5 new files)"
+
+    for _ in range(5):
+        commit_epoch_rows(rt, (1, 0, 0))
+    page = monitor(folder).get(f"/pipelines/{DAG}").text
+    assert text_of(page, "capture") == "captures epoch 10, the latest (no new input)"
+
+
+@pytest.mark.parametrize(
+    ("epoch", "expected"),
+    [
+        ("0", "epoch: 0 is not a whole number >= 1"),
+        ("-3", "epoch: -3 is not a whole number >= 1"),
+        ("x1", "epoch: 'x1' is not a whole number >= 1"),
+        ("", "epoch: required with restore_from=checkpoint (a committed epoch)"),
+        ("99", "epoch: no committed checkpoint 99 in "),
+        ("1", "epoch: no committed checkpoint 1 in "),  # retired (below the retention mark)
+        ("3", "epoch: the output of epoch 3 was retracted by the rewind that epoch 5 started"),
+    ],
+)
+def test_an_epoch_that_cannot_be_restored_is_refused_in_its_form_and_nothing_is_written(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path, epoch: str, expected: str
+) -> None:
+    rt = history(tmp_path, folder)
+    rt.repo.put_retired_mark(RetiredMark(below=2, created_at=rt.clock()))
+    client = monitor(folder)
+    before = stored(rt, tmp_path / NAME)
+
+    answer = post(client, "restore", {"kind": "checkpoint", "epoch": epoch})
+
+    assert answer.status_code == 422, answer.text[:2000]
+    error = text_of(answer.text, "form-error")
+    assert error.startswith("not triggered: " + expected), error
+    assert NO_AIRFLOW not in answer.text  # no trigger was attempted
+    form = re.search(r'<form [^>]*id="restore-checkpoint".*?</form>', answer.text, re.S)
+    assert form and f'value="{epoch}"' in form.group(0)  # the form again, as it was sent
+    assert 'action="restore"' in form.group(0)  # relative to the action's own page
+    assert 'min="2" max="5"' in form.group(0)  # epoch 1 is retired now
+    assert stored(rt, tmp_path / NAME) == before
+    if epoch == "99":
+        assert "retained committed epochs are 2..5, of which 3..4 were retracted" in error
+
+
+def test_a_restore_says_what_it_retracts_and_triggers_only_with_the_token_of_that(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = files_pipeline(tmp_path, folder, 8)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    take_savepoint(rt, "at3", 3)
+    client = monitor(folder)
+    before = stored(rt, tmp_path / NAME)
+
+    first = post(client, "restore", {"kind": "checkpoint", "epoch": "2"})
+
+    assert first.status_code == 200, first.text[:2000]
+    assert stored(rt, tmp_path / NAME) == before  # asking wrote nothing, triggered nothing
+    assert NO_AIRFLOW not in first.text
+    summary = text_of(first.text, "confirm-summary")
+    assert summary.startswith("Epoch 5 will continue from checkpoint 2: it replays the input "
+                              "after epoch 2, and its commit retracts the output of 2 committed "
+                              "epochs (3, 4) from every sink")  # fmt: skip
+    sinks = [role.sink.name for role in rt.sinks]
+    assert sinks == ["out", "late_records", "dead_letters"]
+    assert _cells(first.text) == {
+        "3": ["30", "3", "0"], "4": ["40", "0", "4"], "total": ["70", "3", "4"],
+    }  # fmt: skip
+    assert "at3" in text_of(first.text, "retracted-savepoints")
+    token = re.search(r'name="confirm" value="([0-9a-f]{32})"', first.text)
+    assert token
+
+    # epoch 5 commits meanwhile: the confirmation is stale, the page says what it is now
+    commit_epoch_rows(rt, (50, 5, 0))
+    stale = post(client, "restore", {"kind": "checkpoint", "epoch": "2", "confirm": token[1]})
+    assert stale.status_code == 409, stale.text[:2000]
+    assert "changed since you confirmed (latest epoch now 5)" in text_of(stale.text, "form-error")
+    assert _cells(stale.text)["total"] == ["120", "8", "4"]
+    assert NO_AIRFLOW not in stale.text
+    fresh = re.search(r'name="confirm" value="([0-9a-f]{32})"', stale.text)
+    assert fresh and fresh[1] != token[1]
+
+    # the current token: the trigger (no Airflow here, so it reports that it was not answered)
+    done = post(client, "restore", {"kind": "checkpoint", "epoch": "2", "confirm": fresh[1]})
+    assert NO_AIRFLOW in banner(client, done)
+    assert rt.repo.plan(6) is None  # the monitor plans nothing itself
+
+
+def _cells(page: str) -> dict[str, list[str]]:
+    """Rows of the #retracted table: epoch (or "total") -> the rows per sink."""
+    table = re.search(r'<table id="retracted">(.*?)</table>', page, re.S)
+    assert table, page[:3000]
+    found = {}
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)[1:]:
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in
+                 re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]  # fmt: skip
+        found[cells[0]] = cells[1:-1]
+    return found
+
+
+def test_the_trigger_conf_carries_the_latest_epoch_and_plan_refuses_it_once_stale(
+    tmp_path: Path, folder: Path
+) -> None:
+    rt = history(tmp_path, folder)
+    preview = preview_restore(rt, {"restore_from": "savepoint", "savepoint": "early"})
+    assert (preview.target, preview.latest, [e.epoch for e in preview.epochs]) == (2, 5, [5])
+    assert preview.conf == {"restore_from": "savepoint", "savepoint": "early", "expect_latest": 5}
+    request = RunRequest.from_conf(NAME, preview.conf)
+    assert request.resolve(rt).rewind_to == 2  # as confirmed: fine
+
+    commit_epoch_rows(rt, (1, 0, 0))  # epoch 6 commits before the run plans
+    with pytest.raises(InvalidRunRequest) as refused:
+        request.resolve(rt)
+    assert refused.value.problems == [
+        "expect_latest: the latest committed epoch is now 6, not 5: epochs committed (or were "
+        "retired) after this request was made, so it would not do what was confirmed; look "
+        "again and confirm anew"
+    ]
+
+
+def test_restoring_the_latest_retracts_nothing_and_still_asks(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    history(tmp_path, folder)
+    page = post(monitor(folder), "restore", {"kind": "savepoint", "savepoint": "early"})
+    assert "retracts the output of 1 committed epoch (5)" in text_of(page.text, "confirm-summary")
+    page = post(monitor(folder), "restore", {"kind": "checkpoint", "epoch": "5"})
+    assert text_of(page.text, "confirm-summary").startswith("Nothing is retracted")
+
+
+@pytest.mark.parametrize(
+    ("form", "expected"),
+    [
+        ({"kind": "savepoint", "savepoint": "late"},
+         "savepoint: the output of epoch 3 was retracted by the rewind that epoch 5 started"),
+        ({"kind": "savepoint", "savepoint": "gone"},
+         "savepoint: no savepoint 'gone' (savepoints: early, late)"),
+        ({"kind": "savepoint"}, "savepoint: required with restore_from=savepoint"),
+    ],
+)  # fmt: skip
+def test_a_savepoint_that_cannot_be_restored_is_refused_in_its_form(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path, form: dict[str, str],
+    expected: str,
+) -> None:  # fmt: skip
+    rt = history(tmp_path, folder)
+    before = stored(rt, tmp_path / NAME)
+    answer = post(monitor(folder), "restore", form)
+    assert answer.status_code == 422, answer.text[:2000]
+    assert text_of(answer.text, "form-error").startswith("not triggered: " + expected)
+    select = re.search(r'<select name="savepoint" required>(.*?)</select>', answer.text, re.S)
+    assert select and re.findall(r'<option value="([^"]+)"', select.group(1)) == ["early"]
+    assert stored(rt, tmp_path / NAME) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("early", "take_savepoint: 'early' already exists (epoch 2); choose another name"),
+        ("../x", "take_savepoint: '../x' is not a savepoint name"),
+        ("", "take_savepoint: '' is not a savepoint name"),
+    ],
+)
+def test_a_savepoint_name_that_is_taken_or_bad_is_refused_before_triggering(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path, name: str, expected: str
+) -> None:
+    rt = history(tmp_path, folder)
+    before = stored(rt, tmp_path / NAME)
+    answer = post(monitor(folder), "savepoint", {"name": name})
+    assert answer.status_code == 422, answer.text[:2000]
+    assert text_of(answer.text, "form-error").startswith("not triggered: " + expected)
+    assert 'name="name" required' in answer.text and "captures epoch 6" in answer.text
+    assert stored(rt, tmp_path / NAME) == before
+
+
+def test_a_new_savepoint_name_goes_to_the_trigger_saying_what_it_captures(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    history(tmp_path, folder)
+    client = monitor(folder)
+    assert NO_AIRFLOW in banner(client, post(client, "savepoint", {"name": "fresh"}))
+
+
+def test_a_savepoint_with_nothing_to_capture_is_refused(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    files_pipeline(tmp_path, folder, 0)
+    answer = post(monitor(folder), "savepoint", {"name": "first"})
+    assert answer.status_code == 422, answer.text[:2000]
+    assert text_of(answer.text, "form-error") == (
+        "not triggered: take_savepoint: nothing to capture: nothing: no epoch is committed "
+        "and there is no input"
+    )
+
+
+def test_a_savepoint_is_deleted_after_a_confirmation(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = history(tmp_path, folder)
+    client = monitor(folder)
+    page = client.get(f"/pipelines/{DAG}").text
+    assert re.search(r'action="sluice__acts/delete-savepoint" class="delete"><input '
+                     r'type="hidden" name="name" value="late">', page)  # fmt: skip
+
+    ask = post(client, "delete-savepoint", {"name": "late"})
+    assert ask.status_code == 200 and rt.repo.savepoint("late") is not None
+    assert "Savepoint late points to epoch 3" in text_of(ask.text, "confirm-summary")
+    assert "the rewind at epoch 5 retracted" in text_of(ask.text, "confirm-summary")
+    token = re.search(r'name="confirm" value="([0-9a-f]{32})"', ask.text)
+    assert token
+
+    wrong = post(client, "delete-savepoint", {"name": "late", "confirm": "0" * 32})
+    assert wrong.status_code == 409 and rt.repo.savepoint("late") is not None
+
+    done = post(client, "delete-savepoint", {"name": "late", "confirm": token[1]})
+    assert banner(client, done) == "deleted savepoint 'late' (epoch 3)"
+    assert rt.repo.savepoint("late") is None and rt.repo.savepoint("early") is not None
+    assert 'data-savepoint="late"' not in client.get(f"/pipelines/{DAG}").text
+
+    again = post(client, "delete-savepoint", {"name": "late", "confirm": token[1]})
+    assert again.status_code == 422
+    assert text_of(again.text, "form-error") == (
+        "not deleted: savepoint: no savepoint 'late' (savepoints: early)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "form"),
+    [
+        ("delete-savepoint", {"name": "early"}),
+        ("restore", {"kind": "checkpoint", "epoch": "2"}),
+        ("savepoint", {"name": "new"}),
+    ],
+)
+def test_actions_refuse_viewers_and_cross_site_posts_and_change_nothing(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path, action: str,
+    form: dict[str, str],
+) -> None:  # fmt: skip
+    rt = history(tmp_path, folder)
+    before = stored(rt, tmp_path / NAME)
+    viewer = monitor(folder, role="viewer")
+    assert viewer.get(f"/pipelines/{DAG}").status_code == 200
+    assert post(viewer, action, form).status_code == 403
+    admin = monitor(folder)
+    cross = admin.post(f"/pipelines/{DAG}/{action}", data=form, follow_redirects=False,
+                       headers={"Origin": "http://attacker.example"})  # fmt: skip
+    assert cross.status_code == 403
+    bare = admin.post(f"/pipelines/{DAG}/{action}", data=form, follow_redirects=False)
+    assert bare.status_code == 403  # neither Origin nor Referer
+    assert stored(rt, tmp_path / NAME) == before
