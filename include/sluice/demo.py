@@ -1,8 +1,9 @@
 """Deterministic demo input: JSON-lines click files with disorder, late records and bad lines,
 and the sensor readings of the ``count_window_average`` example (:func:`render_reading_files`).
 
-Used by ``make run``, ``make airflow``, ``docker/seed_demo.py`` and by the tests. Everything derives from ``random.Random(seed)``; no
-global random state and no clock, so the same arguments always give the same bytes.
+Used by ``make run``, ``make airflow``, ``docker/seed_demo.py`` and by the tests. Everything
+derives from ``random.Random(seed)``; no global random state and no clock, so the same arguments
+always give the same bytes.
 
 Each file holds exactly ``events_per_file`` lines (plus a trailing newline). A line is one of:
 
@@ -290,7 +291,9 @@ def render_reading_files(
                 value = flink.pop(0)
             elif n % _NULL_VALUE_EVERY == _NULL_VALUE_EVERY - 1:
                 value = None
-            lines.append(_dumps({"key": key, "value": value, "ts": _format_ts(start_ms + n * 1000)}))
+            lines.append(
+                _dumps({"key": key, "value": value, "ts": _format_ts(start_ms + n * 1000)})
+            )
         if i == files - 1:
             ts = _format_ts(start_ms + files * readings_per_file * 1000)
             lines.append(_dumps({"key": 2, "value": "n/a", "ts": ts}))
