@@ -315,7 +315,8 @@ def write_reading_files(directory: Path, **kwargs: Any) -> list[Path]:
 def shipped_input(pipeline: str) -> list[tuple[str, bytes]] | None:
     """The input files of a shipped spec that reads files (``include/pipelines/``), by
     pipeline name; None for one that generates its input (Nexmark) or is not shipped."""
-    renderers = {"clicks_per_minute": render_click_files,
-                 "count_window_average": render_reading_files}  # fmt: skip
-    render = renderers.get(pipeline)
-    return render() if render else None
+    if pipeline == "clicks_per_minute":
+        return render_click_files()
+    if pipeline == "count_window_average":
+        return render_reading_files()
+    return None

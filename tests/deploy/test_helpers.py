@@ -258,3 +258,30 @@ def test_install_docker_engine_installs_only_what_is_missing(tmp_path: Path) -> 
     installed = calls[1].split("--no-install-recommends")[1].split()
     # debootstrap may also be found at /usr/sbin on this machine; docker-compose is on PATH
     assert installed in (["docker.io", "debootstrap"], ["docker.io"]), calls[1]
+
+
+# --- python -m sluice.airflow.provision --seed-inputs (make airflow) -----------------------
+
+
+def test_make_airflow_gives_every_shipped_file_spec_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sluice.airflow.provision import seed_inputs
+
+    monkeypatch.delenv("SLUICE_DATA", raising=False)
+    monkeypatch.setenv("SLUICE_DATA_ROOT", str(tmp_path))
+    (tmp_path / "count_window_average" / "in").mkdir(parents=True)
+    lines = seed_inputs(ROOT / "include" / "pipelines")
+    assert len(lines) == 2 and "count_window_average: wrote 4 files" in lines[1], lines
+    written = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
+               for p in tmp_path.rglob("*") if p.is_file()}  # fmt: skip
+    assert written == {
+        **{f"demo/in/{n}": body for n, body in render_click_files()},
+        **{f"count_window_average/in/{n}": body for n, body in render_reading_files()},
+    }, "no input for the Nexmark specs (they generate theirs), none elsewhere"
+    (tmp_path / "demo" / "in" / "clicks-00000.jsonl").unlink()  # a user's folder: kept as is
+    assert seed_inputs(ROOT / "include" / "pipelines") == [
+        f"clicks_per_minute: kept the 19 files in {(tmp_path / 'demo' / 'in').as_uri()}",
+        "count_window_average: kept the 4 files in "
+        f"{(tmp_path / 'count_window_average' / 'in').as_uri()}",
+    ]

@@ -116,14 +116,16 @@ def seed_inputs(pipelines_dir: Path) -> list[str]:
     """Write the demo input of each shipped spec that reads files into its ``source.path``
     when nothing is there yet (a folder with files is kept as it is); one line per spec."""
     from sluice.demo import shipped_input
+    from sluice.spec.components.files_source import FilesSourceConfig
     from sluice.storage import open_store
 
     done = []
     for spec in _specs(pipelines_dir):
         files = shipped_input(spec.name)
-        if files is None or spec.source.type != "files":
+        source = spec.source
+        if files is None or not isinstance(source, FilesSourceConfig):
             continue
-        store = open_store(spec.source.path, s3=spec.s3)
+        store = open_store(source.path, s3=spec.s3)
         existing = store.list()
         if existing:
             done.append(f"{spec.name}: kept the {len(existing)} files in {store.uri()}")
