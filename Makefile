@@ -26,7 +26,8 @@ help:
 	@echo "                PyFlink and DuckDB, fixed cost per epoch, scaling (bench/results/latest.md + .png)"
 	@echo "make bench-quick  the same at smoke size (bench/results/quick.md, a few minutes)"
 	@echo "make flink-venv the benchmark's PyFlink in .cache/bench/flink-venv (apart from $(VENV))"
-	@echo "make airflow    start a local Airflow 3 with the demo pipeline; make airflow-stop stops it"
+	@echo "make airflow    a local Airflow 3: the demo DAG unpaused, warm epochs on sluice serve (SLUICE_EXECUTION=cold: spark-submit)"
+	@echo "make airflow-stop  the scheduler first, then the rest; waits until every process it started has exited"
 	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (20-30 min)"
 	@echo "make astro-test the Astro project's image (Dockerfile) built without a registry, the demo DAG in it"
 	@echo "make lint       ruff check + ruff format --check"
@@ -114,9 +115,12 @@ bench-quick: java-check $(INSTALLED) flink-venv
 flink-venv:
 	scripts/flink-venv.sh
 
+# scripts/airflow-local.sh (settings in its header and docs/airflow.md, "Local Airflow").
 airflow: java-check $(INSTALLED)
 	scripts/airflow-local.sh
 
+# The scheduler first (no new task), then the other services and sluice serve; waits for every
+# process tree to exit, SIGKILLs what outlives AIRFLOW_STOP_TIMEOUT (scripts/airflow_local_stop.py).
 airflow-stop:
 	scripts/airflow-local.sh stop
 

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # `make airflow`: a real Airflow 3 (API server, scheduler, DAG processor, triggerer) on
-# localhost with the demo pipeline, storage on the embedded default (local directories).
+# localhost with the shipped pipelines, storage on the embedded default (local directories).
 # `make airflow-stop` stops it. State lives in .airflow/ (delete it to start over).
-# Next to it runs `sluice serve` (the warm execution mode's epoch server, connection
-# sluice_serve); the DAGs use it when SLUICE_EXECUTION=warm (docs/warm-execution.md).
-#   AIRFLOW_PORT=8080      API server / UI port
-#   SLUICE_SERVE_PORT=8790 sluice serve's port (loopback)
-#   SLUICE_EXECUTION=cold  or warm: how the DAGs run the process step
+#
+# Warm by default: `process` runs on `sluice serve` (one long-lived Spark driver, connection
+# sluice_serve; docs/warm-execution.md), started next to Airflow. SLUICE_EXECUTION=cold runs a
+# spark-submit per epoch instead, and then no sluice serve is started. A spec's `execution:`
+# field wins over either.
+#
+# The demo DAG (sluice__clicks_per_minute) starts unpaused, every other shipped DAG paused
+# (SLUICE_UNPAUSED; applied when Airflow first sees a DAG, later the UI's toggle decides).
+#
+# Start order: sluice serve (its JVM starts while the rest prepares), the metadata DB, pools and
+# connections, the input files, then the API server, and only once it answers the DAG processor,
+# triggerer and scheduler: a task's first call to the execution API must not meet a server that
+# is still starting.
+#   AIRFLOW_PORT=8080          API server / UI port
+#   SLUICE_SERVE_PORT=8790     sluice serve's port (loopback)
+#   SLUICE_EXECUTION=warm      or cold: how the DAGs run the process step
+#   SLUICE_UNPAUSED=clicks_per_minute  pipelines whose DAG starts unpaused (comma-separated)
 #   SLUICE_DATA_ROOT=data/airflow  where the pipelines read, write and checkpoint: each
 #                             shipped spec in its own folder under it (demo/, nexmark/, ...)
+#   AIRFLOW_STOP_TIMEOUT=60    make airflow-stop: seconds running tasks get to finish
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -16,23 +29,27 @@ BIN=$ROOT/.venv/bin
 HOME_DIR=$ROOT/.airflow
 PORT=${AIRFLOW_PORT:-8080}
 URL="http://127.0.0.1:$PORT"
-SERVICES=(api-server scheduler dag-processor triggerer)
 SERVE_PORT=${SLUICE_SERVE_PORT:-8790}
 SERVE_URL="http://127.0.0.1:$SERVE_PORT"
 SERVE_STATE=$HOME_DIR/serve
+DEMO_DAG=sluice__clicks_per_minute
+START_TIMEOUT_S=300
 
-stop() {
-  for name in serve "${SERVICES[@]}"; do
-    pidfile=$HOME_DIR/$name.pid
-    if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
-      kill -TERM -- "-$(cat "$pidfile")" 2>/dev/null || kill -TERM "$(cat "$pidfile")"
-      echo "stopped $name"
-    fi
-    rm -f "$pidfile"
-  done
-}
-if [[ ${1:-start} == stop ]]; then stop; exit 0; fi
+stop() { "$BIN/python" "$ROOT/scripts/airflow_local_stop.py" "$HOME_DIR"; }
+if [[ ${1:-start} == stop ]]; then stop; exit; fi
 
+export SLUICE_EXECUTION=${SLUICE_EXECUTION:-warm}
+if [[ $SLUICE_EXECUTION != warm && $SLUICE_EXECUTION != cold ]]; then
+  echo "airflow-local: error: SLUICE_EXECUTION=$SLUICE_EXECUTION; use warm (default) or cold" >&2
+  exit 2
+fi
+if [[ -n ${SLUICE_DATA:-} ]]; then
+  # One folder for every pipeline: the DAG file would refuse the clash (an import error).
+  echo "airflow-local: error: SLUICE_DATA is set ($SLUICE_DATA); it is one pipeline's folder." \
+       "Unset it and set SLUICE_DATA_ROOT (each shipped spec keeps its own folder under it)." >&2
+  exit 2
+fi
+[[ -d $HOME_DIR ]] && stop >/dev/null
 mkdir -p "$HOME_DIR/logs"
 PASSWORD_FILE=$HOME_DIR/passwords.json
 if [[ ! -f $PASSWORD_FILE ]]; then
@@ -46,79 +63,110 @@ export AIRFLOW_HOME=$HOME_DIR
 export AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
 export AIRFLOW__CORE__PLUGINS_FOLDER=$ROOT/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+# Paused unless SLUICE_UNPAUSED names it (the factory sets each Sluice DAG's
+# is_paused_upon_creation from it; other DAGs follow this setting).
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=True
+export SLUICE_UNPAUSED=${SLUICE_UNPAUSED-clicks_per_minute}
+# LocalExecutor forks this many workers at start; 32 (the default) is far more than 2 cores use.
+export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-8}
+# A task's calls to the execution API time out after 5 s by default (httpx's default), 5 tries:
+# on a busy 2-core machine (a parse, a Spark JVM starting) the API server can take longer, and a
+# task whose `run` call never got through is failed by the scheduler ("finished with state
+# failed, but the task instance's state attribute is queued"). apache/airflow#56571.
+export AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=${AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT:-30}
+# The metadata DB is SQLite (unless AIRFLOW__DATABASE__SQL_ALCHEMY_CONN names another): four
+# processes write it, and a writer that waits more than sqlite's 5 s for the lock fails with
+# "database is locked" (it crashed the scheduler once). Wait up to 30 s, and use WAL (set on the
+# file after the migration) so that readers never block the writer.
+SQLITE_DB=
+if [[ -z ${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-} ]]; then
+  SQLITE_DB=$HOME_DIR/airflow.db
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$SQLITE_DB?timeout=30"
+fi
+free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# The scheduler's and triggerer's log servers (8793 and 8794 by default): free ports, so that
+# another Airflow on this machine (a test, a second checkout) does not take them.
+export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=${AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT:-$(free_port)}
+export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=${AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT:-$(free_port)}
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$PASSWORD_FILE
 export AIRFLOW__API__BASE_URL=$URL
 export AIRFLOW__API__PORT=$PORT
 export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL=$URL/execution/
-if [[ -n ${SLUICE_DATA:-} ]]; then
-  # One folder for every pipeline: the DAG file would refuse the clash (an import error).
-  echo "airflow-local: error: SLUICE_DATA is set ($SLUICE_DATA); it is one pipeline's folder." \
-       "Unset it and set SLUICE_DATA_ROOT (each shipped spec keeps its own folder under it)." >&2
-  exit 2
-fi
 export SLUICE_DATA_ROOT=${SLUICE_DATA_ROOT:-$ROOT/data/airflow}
 [[ $SLUICE_DATA_ROOT == /* || $SLUICE_DATA_ROOT == *://* ]] || SLUICE_DATA_ROOT=$ROOT/$SLUICE_DATA_ROOT
-DEMO_SPEC=$ROOT/include/pipelines/clicks_per_minute.yaml
 export PATH=$BIN:$PATH
+T0=$SECONDS
 
-stop >/dev/null
-echo "== sluice serve on $SERVE_URL (log: $HOME_DIR/logs/serve.log)"
-setsid "$BIN/sluice" serve --port "$SERVE_PORT" --state-dir "$SERVE_STATE" \
-  --pipelines-dir "$ROOT/include/pipelines" --master "local[2]" \
-  >"$HOME_DIR/logs/serve.log" 2>&1 < /dev/null &
-echo $! >"$HOME_DIR/serve.pid"
-echo "== metadata database ($HOME_DIR/airflow.db)"
+start() {  # start <name> <command...>: in its own session, pid in $HOME_DIR/<name>.pid
+  local name=$1; shift
+  setsid "$@" >"$HOME_DIR/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$HOME_DIR/$name.pid"
+}
+
+wait_until() {  # wait_until <what> <log> <command...>: poll the command (1 s) until it succeeds
+  local what=$1 log=$2; shift 2
+  printf "== waiting for %s " "$what"
+  for _ in $(seq 1 "$START_TIMEOUT_S"); do
+    if "$@" >/dev/null 2>&1; then echo "ok ($((SECONDS - T0)) s)"; return 0; fi
+    printf "."; sleep 1
+  done
+  echo " not ready after $START_TIMEOUT_S s; see $log" >&2
+  tail -20 "$log" >&2
+  exit 1
+}
+
+SERVE_TOKEN_ARGS=()
+if [[ $SLUICE_EXECUTION == warm ]]; then
+  echo "== sluice serve on $SERVE_URL (log: $HOME_DIR/logs/serve.log)"
+  start serve "$BIN/sluice" serve --port "$SERVE_PORT" --state-dir "$SERVE_STATE" \
+    --pipelines-dir "$ROOT/include/pipelines" --master "local[2]"
+  SERVE_TOKEN_ARGS=(--serve-url "$SERVE_URL")  # with $SLUICE_SERVE_TOKEN set, both read it
+  if [[ -z ${SLUICE_SERVE_TOKEN:-} ]]; then
+    wait_until "the serve token" "$HOME_DIR/logs/serve.log" test -s "$SERVE_STATE/token"
+    SERVE_TOKEN_ARGS+=(--serve-token-file "$SERVE_STATE/token")
+  fi
+fi
+echo "== metadata database (${SQLITE_DB:-\$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN})"
 "$BIN/airflow" db migrate >"$HOME_DIR/logs/db-migrate.log" 2>&1 || {
   tail -20 "$HOME_DIR/logs/db-migrate.log"; exit 1; }
-echo "== pools, the Spark connection and the sluice serve connection"
-SERVE_TOKEN_ARGS=()  # with $SLUICE_SERVE_TOKEN set, server and provisioning both read it
-if [[ -z ${SLUICE_SERVE_TOKEN:-} ]]; then
-  for _ in $(seq 1 60); do [[ -s $SERVE_STATE/token ]] && break; sleep 0.5; done
-  SERVE_TOKEN_ARGS=(--serve-token-file "$SERVE_STATE/token")
+if [[ -n $SQLITE_DB ]]; then  # journal_mode=WAL is kept in the file: every connection uses it
+  "$BIN/python" -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA journal_mode=WAL")' "$SQLITE_DB"
 fi
-"$BIN/python" -m sluice.airflow.provision --spark-master "local[2]" \
-  --serve-url "$SERVE_URL" "${SERVE_TOKEN_ARGS[@]}"
-DEMO_IN=$("$BIN/python" -c 'import sys; from sluice.spec import load_spec; print(load_spec(sys.argv[1]).source.path)' "$DEMO_SPEC")
-echo "== demo input in $DEMO_IN"
-DEMO_IN=$DEMO_IN "$BIN/python" - <<'PY'
-import os
-from pathlib import Path
-from sluice.demo import write_click_files
-folder = Path(os.environ["DEMO_IN"])
-if folder.is_dir() and any(folder.iterdir()):
-    print(f"kept {sum(1 for _ in folder.iterdir())} existing files")
-else:
-    print(f"wrote {len(write_click_files(folder))} files")
-PY
-for name in "${SERVICES[@]}"; do
-  args=("$name")
-  [[ $name == api-server ]] && args+=(--port "$PORT" --host 127.0.0.1)
-  setsid "$BIN/airflow" "${args[@]}" >"$HOME_DIR/logs/$name.log" 2>&1 < /dev/null &
-  echo $! >"$HOME_DIR/$name.pid"
-done
-printf "== waiting for %s " "$URL"
-for _ in $(seq 1 180); do
-  if curl -fsS "$URL/api/v2/monitor/health" >/dev/null 2>&1 \
-     && curl -fsS "$SERVE_URL/livez" >/dev/null 2>&1; then
-    echo "up"
-    cat <<MSG
+echo "== pools and connections; input files of the shipped specs that read files"
+"$BIN/python" -m sluice.airflow.provision --spark-master "local[2]" --seed-inputs \
+  "${SERVE_TOKEN_ARGS[@]}"
+
+start api-server "$BIN/airflow" api-server --port "$PORT" --host 127.0.0.1
+wait_until "the API server at $URL" "$HOME_DIR/logs/api-server.log" \
+  curl -fsS "$URL/api/v2/monitor/health"
+for name in dag-processor triggerer scheduler; do start "$name" "$BIN/airflow" "$name"; done
+
+dag_parsed() {
+  local token
+  token=$(curl -fsS -X POST "$URL/auth/token" -H 'Content-Type: application/json' \
+    -d "{\"username\": \"admin\", \"password\": \"$PASSWORD\"}" \
+    | "$BIN/python" -c 'import json,sys; print(json.load(sys.stdin)["access_token"])') || return 1
+  curl -fsS -H "Authorization: Bearer $token" "$URL/api/v2/dags/$DEMO_DAG"
+}
+wait_until "the DAGs to be parsed" "$HOME_DIR/logs/dag-processor.log" dag_parsed
+if [[ $SLUICE_EXECUTION == warm ]]; then
+  wait_until "sluice serve" "$HOME_DIR/logs/serve.log" curl -fsS "$SERVE_URL/livez"
+  PROCESS="warm: on sluice serve at $SERVE_URL (SLUICE_EXECUTION=cold make airflow: a spark-submit per epoch)"
+else
+  PROCESS="cold: a spark-submit per epoch, no sluice serve (SLUICE_EXECUTION=warm, the default, uses one)"
+fi
+echo "up in $((SECONDS - T0)) s"
+cat <<MSG
 
   Airflow UI:  $URL   (login: admin / $PASSWORD)
-  DAG:         $URL/dags/sluice__clicks_per_minute  (runs every minute; Trigger for a form)
-  checkpoints: $URL/dags/sluice__clicks_per_minute/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
+  DAG:         $URL/dags/$DEMO_DAG  (unpaused: runs every minute; Trigger for a form)
+  paused:      every other shipped DAG (unpause in the UI; SLUICE_UNPAUSED=${SLUICE_UNPAUSED:-} on a fresh .airflow/)
+  checkpoints: $URL/dags/$DEMO_DAG/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
   data:        $SLUICE_DATA_ROOT/<folder of each spec>  (the demo: $SLUICE_DATA_ROOT/demo)
   history:     SLUICE_DATA_ROOT=$SLUICE_DATA_ROOT .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
-  process:     ${SLUICE_EXECUTION:-cold} (SLUICE_EXECUTION=warm make airflow: sluice serve at $SERVE_URL)
+  process:     $PROCESS
   logs:        $HOME_DIR/logs/
   stop:        make airflow-stop
 MSG
-    exit 0
-  fi
-  printf "."; sleep 1
-done
-echo " not up after 180 s; see $HOME_DIR/logs/api-server.log and serve.log" >&2
-tail -20 "$HOME_DIR/logs/api-server.log" "$HOME_DIR/logs/serve.log" >&2
-exit 1

@@ -3,7 +3,10 @@ process function: a "poor man's counting window" that keeps (count, sum) per key
 ValueState, emits the average every two records, then clears the state.
 
 For key 1 with values 3, 5, 7, 4, 2 it emits (1, 4) and (1, 5) — under any split of the input
-into epochs and after a crash anywhere (tests/keyed/test_count_window_average.py).
+into epochs and after a crash anywhere (tests/keyed/). A reading without a value never reaches
+the function: the spec's ``filter: value IS NOT NULL`` drops it first, as a Flink job filters
+before ``keyBy`` (``int(None)``, or pandas' NaN for a key with a null, would fail the epoch on
+every retry; tests/keyed/test_count_window_average.py).
 """
 
 from __future__ import annotations

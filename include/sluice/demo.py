@@ -1,7 +1,9 @@
-"""Deterministic demo input: JSON-lines click files with disorder, late records and bad lines.
+"""Deterministic demo input: JSON-lines click files with disorder, late records and bad lines,
+and the sensor readings of the ``count_window_average`` example (:func:`render_reading_files`).
 
-Used by ``make run`` and by the tests. Everything derives from ``random.Random(seed)``; no
-global random state and no clock, so the same arguments always give the same bytes.
+Used by ``make run``, ``make airflow``, ``docker/seed_demo.py`` and by the tests. Everything
+derives from ``random.Random(seed)``; no global random state and no clock, so the same arguments
+always give the same bytes.
 
 Each file holds exactly ``events_per_file`` lines (plus a trailing newline). A line is one of:
 
@@ -31,8 +33,12 @@ __all__ = [
     "DemoStats",
     "click_file_name",
     "demo_stats",
+    "reading_file_name",
     "render_click_files",
+    "render_reading_files",
+    "shipped_input",
     "write_click_files",
+    "write_reading_files",
 ]
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -247,3 +253,70 @@ def write_click_files(directory: Path, **kwargs: Any) -> list[Path]:
         path.write_bytes(content)
         paths.append(path)
     return paths
+
+
+# -- count_window_average (include/pipelines/count_window_average.yaml) ---------------------
+
+#: Flink's CountWindowAverage documentation feeds key 1 with these values: averages 4 and 5.
+FLINK_VALUES = (3, 5, 7, 4, 2)
+_READING_KEYS = (1, 2, 3, 4)
+_NULL_VALUE_EVERY = 9  # a reading without a value (``"value": null``): filtered by the spec
+
+
+def reading_file_name(index: int) -> str:
+    """Name of the ``index``-th readings file, e.g. ``readings-00003.jsonl``."""
+    return f"readings-{index:05d}.jsonl"
+
+
+def render_reading_files(
+    files: int = 4, readings_per_file: int = 12, seed: int = 11, start: datetime = DEFAULT_START
+) -> list[tuple[str, bytes]]:
+    """``{key, value, ts}`` JSON lines for ``count_window_average``, in ascending name order.
+
+    Key 1 starts with :data:`FLINK_VALUES`; every ``_NULL_VALUE_EVERY``-th reading has
+    ``"value": null`` and the last file ends with one ``"value": "n/a"`` (a dead letter:
+    not a long). Event time rises by one second per line.
+    """
+    rng = random.Random(seed)
+    flink = list(FLINK_VALUES)
+    start_ms = (start - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    out = []
+    for i in range(files):
+        lines = []
+        for j in range(readings_per_file):
+            n = i * readings_per_file + j
+            key = _READING_KEYS[n % len(_READING_KEYS)]
+            value: int | None = rng.randrange(100)
+            if key == 1 and flink:
+                value = flink.pop(0)
+            elif n % _NULL_VALUE_EVERY == _NULL_VALUE_EVERY - 1:
+                value = None
+            lines.append(
+                _dumps({"key": key, "value": value, "ts": _format_ts(start_ms + n * 1000)})
+            )
+        if i == files - 1:
+            ts = _format_ts(start_ms + files * readings_per_file * 1000)
+            lines.append(_dumps({"key": 2, "value": "n/a", "ts": ts}))
+        out.append((reading_file_name(i), "".join(f"{line}\n" for line in lines).encode()))
+    return out
+
+
+def write_reading_files(directory: Path, **kwargs: Any) -> list[Path]:
+    """Write :func:`render_reading_files` output into ``directory`` (created if needed)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, content in render_reading_files(**kwargs):
+        (directory / name).write_bytes(content)
+        paths.append(directory / name)
+    return paths
+
+
+def shipped_input(pipeline: str) -> list[tuple[str, bytes]] | None:
+    """The input files of a shipped spec that reads files (``include/pipelines/``), by
+    pipeline name; None for one that generates its input (Nexmark) or is not shipped."""
+    if pipeline == "clicks_per_minute":
+        return render_click_files()
+    if pipeline == "count_window_average":
+        return render_reading_files()
+    return None

@@ -54,13 +54,18 @@ def compose_env() -> dict[str, str]:
 
 
 def make_airflow_env() -> dict[str, str]:
-    """What scripts/airflow-local.sh exports for the DAGs (its SLUICE_DATA_ROOT default)."""
+    """What scripts/airflow-local.sh exports for the DAGs (its defaults)."""
     script = (REPO / "scripts" / "airflow-local.sh").read_text(encoding="utf-8")
     match = re.search(r"^export SLUICE_DATA_ROOT=\$\{SLUICE_DATA_ROOT:-\$ROOT/([^}]+)\}$",
                       script, re.MULTILINE)  # fmt: skip
     assert match, "scripts/airflow-local.sh exports SLUICE_DATA_ROOT with a default"
     assert "export SLUICE_DATA=" not in script, "one SLUICE_DATA for every pipeline"
-    return {"SLUICE_DATA_ROOT": str(REPO / match.group(1))}
+    env = {"SLUICE_DATA_ROOT": str(REPO / match.group(1))}
+    for name in ("SLUICE_EXECUTION", "SLUICE_UNPAUSED"):
+        found = re.search(rf"^export {name}=\$\{{{name}:?-([^}}]*)\}}$", script, re.MULTILINE)
+        assert found, f"scripts/airflow-local.sh exports {name} with a default"
+        env[name] = found.group(1)
+    return env
 
 
 def astro_env() -> dict[str, str]:
@@ -120,6 +125,26 @@ def test_every_shipped_dag_builds_apart(deployment: str, monkeypatch: pytest.Mon
         and {a[1].split()[0], b[1].split()[0]} != {"asset", "input"}  # chaining is allowed
     ]  # fmt: skip
     assert not clashes, f"{deployment}: pipelines share locations:\n" + "\n".join(clashes)
+
+
+@pytest.mark.parametrize("deployment", ["docker-compose", "make-airflow"])
+def test_only_the_demo_starts_unpaused_and_every_dag_is_warm(
+    deployment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First run (issue #26): the demo DAG starts unpaused and every other shipped DAG paused
+    (all six unpaused at once overloaded 2 cores), as Airflow records it from the serialized
+    DAG; and ``process`` runs on ``sluice serve`` (warm by default)."""
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    _isolate(monkeypatch, DEPLOYMENTS[deployment]())
+    monkeypatch.chdir(REPO)
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    paused = {i: LazyDeserializedDAG.from_dag(d).is_paused_upon_creation
+              for i, d in bag.dags.items()}  # fmt: skip
+    assert paused == {i: i != "sluice__clicks_per_minute" for i in bag.dag_ids}
+    warm = {i for i, d in bag.dags.items() if "execution:warm" in d.tags}
+    assert warm == set(bag.dag_ids)
 
 
 def test_compose_gives_every_pipeline_a_folder_under_one_root() -> None:

@@ -309,8 +309,15 @@ def test_sluice_serve_service(services: dict[str, dict[str, Any]]) -> None:
     assert serve["healthcheck"]["test"][-1] == f"http://localhost:{arg['--port']}/livez"
     assert env(serve)["AWS_ENDPOINT_URL"] == "http://minio:9000"
     assert conditions(serve)["spark-master"] == "service_healthy"
-    for name in AIRFLOW_SERVICES:
-        assert env(services[name])["SLUICE_EXECUTION"] == "cold", name
+    for name in AIRFLOW_SERVICES:  # warm by default (issue #26); cold is one setting away
+        assert env(services[name])["SLUICE_EXECUTION"] == "warm", name
+        # the demo starts unpaused, every other shipped DAG paused (factory.paused_upon_creation)
+        assert env(services[name])["SLUICE_UNPAUSED"] == "clicks_per_minute", name
+        assert env(services[name])["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] == "true", name
+        # a busy API server must not fail a task's first call (apache/airflow#56571)
+        assert float(env(services[name])["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"]) >= 30, name
+    # the first warm process task must find the server up
+    assert conditions(services["airflow-scheduler"])["sluice-serve"] == "service_healthy"
     script = (ROOT / "docker" / "airflow-init.sh").read_text(encoding="utf-8")
     assert '--serve-url "$SLUICE_SERVE_URL"' in script
 

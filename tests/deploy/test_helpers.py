@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from sluice.demo import render_click_files
+from sluice.demo import render_click_files, render_reading_files
 
 ROOT = Path(__file__).resolve().parents[2]
 INIT = ROOT / "docker" / "airflow-init.sh"
@@ -129,18 +129,27 @@ def test_seed_demo_uploads_new_files_only(seed_demo: ModuleType) -> None:
     assert s3.objects == {("sluice", f"demo/in/{name}"): body for name, body in files}
 
 
-def test_seed_demo_main_reads_the_spec(
+def test_seed_demo_main_reads_the_specs(
     seed_demo: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """By default both shipped specs that read files get their input, each in its own folder
+    under the compose root (count_window_average had none and failed on the clicks)."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("SLUICE_DATA", "s3://sluice/demo")
+    monkeypatch.delenv("SLUICE_DATA", raising=False)
+    monkeypatch.setenv("SLUICE_DATA_ROOT", "s3://sluice")
     s3 = FakeS3()
     assert seed_demo.main(["--files", "2"], client=s3) == 0
-    assert sorted(k for _, k in s3.objects) == [f"demo/in/{n}" for n, _ in render_click_files()[:2]]
-    assert "2 new file(s) under s3://sluice/demo/in" in capsys.readouterr().out
+    assert sorted(k for _, k in s3.objects) == [
+        *(f"count_window_average/in/{n}" for n, _ in render_reading_files()[:2]),
+        *(f"demo/in/{n}" for n, _ in render_click_files()[:2]),
+    ]
+    out = capsys.readouterr().out
+    assert "2 new file(s) under s3://sluice/demo/in" in out
+    assert "2 new file(s) under s3://sluice/count_window_average/in" in out
 
     monkeypatch.setenv("SLUICE_DATA", "data/demo")
-    assert seed_demo.main([], client=FakeS3()) == 2
+    assert seed_demo.main(["--spec", "include/pipelines/clicks_per_minute.yaml"],
+                          client=FakeS3()) == 2  # fmt: skip
     assert "not an s3:// URI" in capsys.readouterr().err
 
 
@@ -249,3 +258,30 @@ def test_install_docker_engine_installs_only_what_is_missing(tmp_path: Path) -> 
     installed = calls[1].split("--no-install-recommends")[1].split()
     # debootstrap may also be found at /usr/sbin on this machine; docker-compose is on PATH
     assert installed in (["docker.io", "debootstrap"], ["docker.io"]), calls[1]
+
+
+# --- python -m sluice.airflow.provision --seed-inputs (make airflow) -----------------------
+
+
+def test_make_airflow_gives_every_shipped_file_spec_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sluice.airflow.provision import seed_inputs
+
+    monkeypatch.delenv("SLUICE_DATA", raising=False)
+    monkeypatch.setenv("SLUICE_DATA_ROOT", str(tmp_path))
+    (tmp_path / "count_window_average" / "in").mkdir(parents=True)
+    lines = seed_inputs(ROOT / "include" / "pipelines")
+    assert len(lines) == 2 and "count_window_average: wrote 4 files" in lines[1], lines
+    written = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
+               for p in tmp_path.rglob("*") if p.is_file()}  # fmt: skip
+    assert written == {
+        **{f"demo/in/{n}": body for n, body in render_click_files()},
+        **{f"count_window_average/in/{n}": body for n, body in render_reading_files()},
+    }, "no input for the Nexmark specs (they generate theirs), none elsewhere"
+    (tmp_path / "demo" / "in" / "clicks-00000.jsonl").unlink()  # a user's folder: kept as is
+    assert seed_inputs(ROOT / "include" / "pipelines") == [
+        f"clicks_per_minute: kept the 19 files in {(tmp_path / 'demo' / 'in').as_uri()}",
+        "count_window_average: kept the 4 files in "
+        f"{(tmp_path / 'count_window_average' / 'in').as_uri()}",
+    ]

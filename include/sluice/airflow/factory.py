@@ -13,6 +13,7 @@
   ``sluice_spark``), or in warm mode a request to ``sluice serve`` (connection
   ``$SLUICE_SERVE_CONN_ID``, default ``sluice_serve``): the spec's ``execution``, else
   ``$SLUICE_EXECUTION`` (``cold`` by default), decides (:func:`execution_mode`);
+* paused or not when Airflow first sees it: ``$SLUICE_UNPAUSED`` (:func:`paused_upon_creation`);
 * every sink (outputs, late records, dead letters) is an Asset whose events carry the epoch
   and its counts;
 * the trigger form's params are :data:`TRIGGER_PARAMS`;
@@ -60,6 +61,7 @@ __all__ = [
     "dag_id",
     "execution_mode",
     "input_asset",
+    "paused_upon_creation",
     "pool_name",
     "schedule",
     "sink_asset",
@@ -72,6 +74,7 @@ SPARK_CONN_ENV = "SLUICE_SPARK_CONN_ID"
 DEFAULT_SPARK_CONN = "sluice_spark"
 EXECUTION_ENV = "SLUICE_EXECUTION"
 SERVE_CONN_ENV = "SLUICE_SERVE_CONN_ID"
+UNPAUSED_ENV = "SLUICE_UNPAUSED"
 # Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 # The time part of the schedule, beside the input watcher: one run a day (or per interval, if
@@ -100,6 +103,17 @@ def execution_mode(spec: PipelineSpec) -> str:
             f"{list(EXECUTION_MODES)} (docs/warm-execution.md)"
         )
     return mode
+
+
+def paused_upon_creation(spec: PipelineSpec) -> bool | None:
+    """Whether the DAG starts paused when Airflow first records it (``is_paused_upon_creation``;
+    later the UI's pause toggle decides). ``$SLUICE_UNPAUSED`` lists the pipelines that start
+    unpaused (comma-separated; ``make airflow`` and compose set it to the demo): with it set,
+    every other pipeline starts paused; unset, Airflow's ``dags_are_paused_at_creation``."""
+    names = os.environ.get(UNPAUSED_ENV)
+    if names is None:
+        return None
+    return spec.name not in {name.strip() for name in names.split(",")}
 
 
 def trigger_params() -> dict[str, Param]:
@@ -160,6 +174,7 @@ def build_dag(
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=paused_upon_creation(spec),
         dagrun_timeout=timedelta(microseconds=spec.checkpoint.timeout_us),
         default_args=_task_defaults(spec),
         params=trigger_params(),

@@ -3,6 +3,10 @@ and (with ``--serve-url``) the connection to a ``sluice serve`` server for warm 
 
     python -m sluice.airflow.provision [--pipelines DIR] [--spark-master local[*]]
         [--serve-url http://127.0.0.1:8790 [--serve-token-file PATH] [--serve-conn-id ID]]
+        [--seed-inputs]
+
+With ``--seed-inputs`` (``make airflow``) every shipped spec that reads files and has no input
+yet gets its demo input (:func:`sluice.demo.shipped_input`), so each DAG passes when unpaused.
 
 Idempotent: pools are created or resized to one slot; the Spark connection is created only when
 it does not exist (an operator's edits to it are kept). The serve connection is created, or
@@ -30,21 +34,34 @@ from sluice.airflow.factory import (
 )
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.serve import DEFAULT_PORT
-from sluice.spec import SpecError, load_spec
+from sluice.spec import PipelineSpec, SpecError, load_spec
 
-__all__ = ["ensure_pools", "ensure_serve_connection", "ensure_spark_connection", "main"]
+__all__ = [
+    "ensure_pools",
+    "ensure_serve_connection",
+    "ensure_spark_connection",
+    "main",
+    "seed_inputs",
+]
+
+
+def _specs(pipelines_dir: Path) -> list[PipelineSpec]:
+    """The specs that load; a bad spec hides nothing but itself (docs/airflow.md): its DAG is
+    a placeholder showing the error, it gets no pool and no input until fixed."""
+    specs = []
+    for path in sorted([*pipelines_dir.glob("*.yaml"), *pipelines_dir.glob("*.yml")]):
+        try:
+            specs.append(load_spec(path))
+        except SpecError as exc:
+            print(f"skipped {path} (its DAG shows the error until fixed): {exc}")
+    return specs
 
 
 def ensure_pools(pipelines_dir: Path) -> list[str]:
     from airflow.models.pool import Pool
 
     names = []
-    for path in sorted([*pipelines_dir.glob("*.yaml"), *pipelines_dir.glob("*.yml")]):
-        try:
-            spec = load_spec(path)
-        except SpecError as exc:  # a bad spec hides nothing but itself (docs/airflow.md)
-            print(f"no pool for {path} (its DAG shows the error until fixed): {exc}")
-            continue
+    for spec in _specs(pipelines_dir):
         name = pool_name(spec.name)
         Pool.create_or_update_pool(
             name, 1, f"Sluice pipeline {spec.name}: one epoch step at a time", False
@@ -101,6 +118,30 @@ def ensure_serve_connection(conn_id: str, url: str, token: str) -> str:
         return "updated"
 
 
+def seed_inputs(pipelines_dir: Path) -> list[str]:
+    """Write the demo input of each shipped spec that reads files into its ``source.path``
+    when nothing is there yet (a folder with files is kept as it is); one line per spec."""
+    from sluice.demo import shipped_input
+    from sluice.spec.components.files_source import FilesSourceConfig
+    from sluice.storage import open_store
+
+    done = []
+    for spec in _specs(pipelines_dir):
+        files = shipped_input(spec.name)
+        source = spec.source
+        if files is None or not isinstance(source, FilesSourceConfig):
+            continue
+        store = open_store(source.path, s3=spec.s3)
+        existing = store.list()
+        if existing:
+            done.append(f"{spec.name}: kept the {len(existing)} files in {store.uri()}")
+            continue
+        for name, body in files:
+            store.put(name, body)
+        done.append(f"{spec.name}: wrote {len(files)} files to {store.uri()}")
+    return done
+
+
 def _serve_token(token_file: Path | None) -> str:
     if token_file is not None:
         return token_file.read_text(encoding="utf-8").strip()
@@ -121,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--serve-conn-id", default=os.environ.get(SERVE_CONN_ENV) or DEFAULT_SERVE_CONN
     )
+    parser.add_argument("--seed-inputs", action="store_true", help="demo input of shipped specs")
     args = parser.parse_args(argv)
     pools = ensure_pools(args.pipelines)
     created = ensure_spark_connection(args.conn_id, args.spark_master)
@@ -131,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = _serve_token(args.serve_token_file)
         done = ensure_serve_connection(args.serve_conn_id, args.serve_url, token)
         print(f"connection {args.serve_conn_id}: {done} (sluice serve at {args.serve_url})")
+    if args.seed_inputs:
+        for line in seed_inputs(args.pipelines):
+            print(f"input of {line}")
     return 0
 
 
