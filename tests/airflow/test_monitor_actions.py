@@ -219,7 +219,10 @@ def test_an_epoch_that_cannot_be_restored_is_refused_in_its_form_and_nothing_is_
     assert 'min="2" max="5"' in form.group(0)  # epoch 1 is retired now
     assert stored(rt, tmp_path / NAME) == before
     if epoch == "99":
-        assert "restorable committed epochs are 2, 5 (3..4 retracted by a rewind: not restorable)" in error
+        restorable = (
+            "restorable committed epochs are 2, 5 (3..4 retracted by a rewind: not restorable)"
+        )
+        assert restorable in error
 
 
 def test_a_restore_says_what_it_retracts_and_triggers_only_with_the_token_of_that(
