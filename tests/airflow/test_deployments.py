@@ -24,6 +24,7 @@ import pytest
 import yaml
 from airflow.dag_processing.dagbag import DagBag
 from sluice.airflow import dag_id
+from sluice.airflow.factory import broken_specs
 from sluice.spec import load_spec
 from sluice.storage import normalized_uri
 
@@ -147,9 +148,11 @@ def test_two_specs_in_one_folder_are_refused_naming_both_and_the_uri(
     assert bag.import_errors == {}
     assert sorted(bag.dag_ids) == ["sluice__first", "sluice__second"]
     first, second = pipelines_dir / "first.yaml", pipelines_dir / "second.yaml"
+    broken = dict(broken_specs(pipelines_dir))
     for dag in bag.dags.values():
         assert "spec-error" in dag.tags and [t.task_id for t in dag.tasks] == ["spec_error"]
-        message = dag.doc_md
+        assert "both at s3://sluice/shared/out" in dag.doc_md
+        message = broken[str(first if dag.dag_id == "sluice__first" else second)]
         assert f"{first} (first) sinks.out and {second} (second) sinks.out" in message
         assert "both at s3://sluice/shared/out" in message
         assert "both at s3://sluice/shared/in" in message  # the input too
