@@ -1,4 +1,5 @@
-"""One Airflow DAG per pipeline spec in include/pipelines/ (or $SLUICE_PIPELINES_DIR).
+"""One Airflow DAG per pipeline spec in include/pipelines/ (or $SLUICE_PIPELINES_DIR); a spec
+that cannot run is a placeholder DAG saying why, and hides no other.
 
 Thin by design: the factory in ``sluice.airflow`` builds every DAG; see docs/airflow.md.
 """

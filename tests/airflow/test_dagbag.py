@@ -97,6 +97,9 @@ def test_a_bad_spec_next_to_good_ones_hides_nothing_but_itself(
     for text in (placeholder.doc_md, placeholder.description):
         assert "typo.yaml" in text and "windw: unknown field" in text, text
     assert "Fix: did you mean 'window'?" in placeholder.doc_md
+    assert placeholder.dag_display_name == (
+        "sluice__typo (spec error: windw: unknown field. Fix: did you mean 'window'?)"
+    )
     [(path, message)] = broken_specs(pipelines_dir)
     assert path == str(pipelines_dir / "typo.yaml") and "Fix: did you mean 'window'?" in message
 

@@ -8,7 +8,8 @@ and its ``commit`` failed; both also read the same ``in``). Here each deployment
 (read from its own files) builds the DagBag: no import error, one DAG per spec, and every
 pipeline's input, outputs (the commit task's asset URIs) and checkpoints apart from every other
 pipeline's, checked from the built DAGs themselves (not with the factory's own check). The
-factory's refusal of a clash is tested with two specs that share a folder.
+factory's refusal of a clash (both specs become placeholder DAGs) is tested with two specs
+that share a folder.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 import yaml
 from airflow.dag_processing.dagbag import DagBag
 from sluice.airflow import dag_id
+from sluice.airflow.factory import broken_specs
 from sluice.spec import load_spec
 from sluice.storage import normalized_uri
 
@@ -160,20 +162,26 @@ def _two_specs(folder: Path, second_name: str) -> None:
                                                      f"name: {second_name}"))  # fmt: skip
 
 
-def test_two_specs_in_one_folder_are_an_import_error_naming_both_and_the_uri(
+def test_two_specs_in_one_folder_are_refused_naming_both_and_the_uri(
     pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _isolate(monkeypatch, {"SLUICE_PIPELINES_DIR": str(pipelines_dir),
                            "SLUICE_DATA": "s3://sluice/shared"})  # fmt: skip
     _two_specs(pipelines_dir, "second")
     bag = DagBag(dag_folder=str(REPO / "dags"))
-    assert bag.dags == {}
-    [(_, message)] = bag.import_errors.items()
+    # both become placeholder DAGs (issue #26: a clash takes out only the clashing specs)
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == ["sluice__first", "sluice__second"]
     first, second = pipelines_dir / "first.yaml", pipelines_dir / "second.yaml"
-    assert f"{first} (first) sinks.out and {second} (second) sinks.out" in message
-    assert "both at s3://sluice/shared/out" in message
-    assert "both at s3://sluice/shared/in" in message  # the input too
-    assert "set SLUICE_DATA_ROOT instead" in message
+    broken = dict(broken_specs(pipelines_dir))
+    for dag in bag.dags.values():
+        assert "spec-error" in dag.tags and [t.task_id for t in dag.tasks] == ["spec_error"]
+        assert "both at s3://sluice/shared/out" in dag.doc_md
+        message = broken[str(first if dag.dag_id == "sluice__first" else second)]
+        assert f"{first} (first) sinks.out and {second} (second) sinks.out" in message
+        assert "both at s3://sluice/shared/out" in message
+        assert "both at s3://sluice/shared/in" in message  # the input too
+        assert "set SLUICE_DATA_ROOT instead" in message
 
 
 def test_specs_apart_under_one_root_build(

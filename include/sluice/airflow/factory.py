@@ -315,21 +315,25 @@ def broken_dag(spec_file: str, message: str, *, taken: Collection[str] = ()) -> 
     its one task ``spec_error`` (which fails with the message if triggered) saying what to
     fix. It keeps the pipeline's DAG id, so its run history and links stay in place."""
     ident = _placeholder_id(spec_file, taken)
-    one_line = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    name = Path(spec_file).name
+    lines = [line.strip().removeprefix("- ") for line in message.splitlines() if line.strip()]
+    short = lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0] if lines else ""
+    short = short.replace(f"{spec_file}: ", "")
+    short = short if len(short) <= _SHORT_MAX else short[: _SHORT_MAX - 1] + "…"
     with DAG(
         dag_id=ident,
-        dag_display_name=f"{ident} (spec error)",
-        description=f"Spec error in {Path(spec_file).name}: {one_line}"[:_DESCRIPTION_MAX],
+        dag_display_name=f"{ident} (spec error: {short})",
+        description=f"Spec error in {name}: {' '.join(lines)}"[:_DESCRIPTION_MAX],
         schedule=None,
         start_date=START_DATE,
         catchup=False,
         tags=["sluice", "spec-error"],
         doc_md=(
-            f"### Spec error: `{Path(spec_file).name}`\n\n"
+            f"### Spec error: `{name}`\n\n"
             f"`{spec_file}` cannot run, so this pipeline has no `plan`, `process` and "
             "`commit` tasks until the file is fixed (the other pipelines are not affected). "
             "The DAG returns on the next parse of the DAG file after the fix.\n\n"
-            f"```\n{message}\n```"
+            + "\n".join(f"- {_md_text(line)}" for line in lines)
         ),
     ) as dag:
 
@@ -342,6 +346,12 @@ def broken_dag(spec_file: str, message: str, *, taken: Collection[str] = ()) -> 
 
 
 _DESCRIPTION_MAX = 500
+_SHORT_MAX = 80
+
+
+def _md_text(text: str) -> str:
+    """``text`` shown as written in Markdown (the DAG docs): its special characters escaped."""
+    return re.sub(r"([\\`*_\[\]<>#|~])", r"\\\1", text)
 
 
 def _placeholder_id(spec_file: str, taken: Collection[str]) -> str:

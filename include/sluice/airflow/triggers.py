@@ -81,15 +81,19 @@ class NewInputTrigger(BaseEventTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        busy_poll = min(BUSY_POLL_S, self.poll_seconds)
         while True:
-            if await self._runs(_ACTIVE):
-                await asyncio.sleep(min(BUSY_POLL_S, self.poll_seconds))
-                continue
-            reason = await asyncio.to_thread(self._look)
-            if reason is None:
+            try:
+                busy = await self._runs(_ACTIVE) > 0
+                reason = None if busy else await asyncio.to_thread(self._look)
+                before = await self._runs(None) if reason is not None else 0
+            except Exception:  # the API server restarting, say: look again next interval
+                log.exception("%s: could not count the DAG's runs", self.dag_id)
                 await asyncio.sleep(self.poll_seconds)
                 continue
-            before = await self._runs(None)
+            if busy or reason is None:
+                await asyncio.sleep(busy_poll if busy else self.poll_seconds)
+                continue
             log.info("%s: %s; asking for a run", self.dag_id, reason)
             yield TriggerEvent({"dag_id": self.dag_id, "reason": reason, "at": time.time()})
             await self._wait_for_run(before)
@@ -115,6 +119,13 @@ class NewInputTrigger(BaseEventTrigger):
         return int(count)
 
     async def _wait_for_run(self, before: int) -> None:
+        """Until the DAG has more runs than ``before`` (the one asked for), at most
+        :data:`RUN_APPEARS_S`."""
         deadline = time.monotonic() + RUN_APPEARS_S
-        while time.monotonic() < deadline and await self._runs(None) <= before:
+        while time.monotonic() < deadline:
+            try:
+                if await self._runs(None) > before:
+                    return
+            except Exception:
+                log.exception("%s: could not count the DAG's runs", self.dag_id)
             await asyncio.sleep(min(BUSY_POLL_S, self.poll_seconds))
