@@ -161,7 +161,7 @@ echo "up in $((SECONDS - T0)) s"
 cat <<MSG
 
   Airflow UI:  $URL   (login: admin / $PASSWORD)
-  DAG:         $URL/dags/$DEMO_DAG  (unpaused: runs every minute; Trigger for a form)
+  DAG:         $URL/dags/$DEMO_DAG  (unpaused: a run when new input arrives, looked for every minute; Trigger for a form)
   paused:      every other shipped DAG (unpause in the UI; SLUICE_UNPAUSED=${SLUICE_UNPAUSED:-} on a fresh .airflow/)
   checkpoints: $URL/dags/$DEMO_DAG/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
   data:        $SLUICE_DATA_ROOT/<folder of each spec>  (the demo: $SLUICE_DATA_ROOT/demo)
