@@ -31,6 +31,9 @@ LONGEST_FIRST = (
     "tests/faults/test_bad_input.py",
     "tests/faults/test_security.py",
     "tests/faults/test_spark_kills.py",
+    "tests/airflow/test_monitor_browser.py",  # ~65-140 s: an Airflow API server, Chromium
+    "tests/airflow/test_monitor_rewind_browser.py",  # ~60-100 s: the same
+    "tests/keyed/test_count_window_average.py",
     "tests/serve/test_crashes.py",  # ~60-180 s: three sluice serve starts, two SIGKILLs
     "tests/serve/test_server.py",
     "tests/faults/test_crash_matrix.py",  # ~200 s: 13 SIGKILLs, 4 of them in a new JVM
