@@ -1,4 +1,4 @@
-"""Errors of the Airflow integration raised while building a deployment's DAGs."""
+"""Errors of the Airflow integration: building a deployment's DAGs, refusing a run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["PipelineClash"]
+__all__ = ["PipelineClash", "RunRefused"]
 
 
 class PipelineClash(SluiceError, ValueError):
@@ -22,3 +22,20 @@ class PipelineClash(SluiceError, ValueError):
             + hint
         )
         self.clashes, self.hint = tuple(clashes), hint
+
+
+class RunRefused(SluiceError, SystemExit):
+    """A refused run request ends the ``plan`` task: an expected outcome, not a bug, so no
+    traceback.
+
+    Airflow's task runner logs every exception but ``SystemExit`` with its traceback (it
+    catches Airflow's own exceptions first, then ``SystemExit``, then the rest); a
+    ``SystemExit`` it logs as the one line ``Task exited exit_code=...``. ``plan_task`` logs
+    the refusal itself (``refusal_line``) and raises this; the ``plan`` task's retry policy
+    fails it without retries (the same request would be refused again). ``message`` (and
+    ``str()``) is the refusal line."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = "run request refused"

@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
+from sluice.airflow.exceptions import RunRefused
 from sluice.connections import connection_uri, connections_from_env
 from sluice.pipeline import open_pipeline
 from sluice.protocol import (
@@ -45,21 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class RunRefused(SystemExit):
-    """A refused run request ends ``plan``: an expected outcome, not a bug, so no traceback.
-
-    Airflow's task runner logs every exception but ``SystemExit`` with its traceback; a
-    ``SystemExit`` it logs as the one line ``Task exited exit_code=...``. ``plan_task`` logs
-    the refusal itself (:func:`refusal_line`) and raises this; the ``plan`` task's
-    :data:`PLAN_RETRY_POLICY` fails it without retries (the same request would be refused
-    again). ``message`` (and ``str()``) is the refusal line."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = "run request refused"
 
 
 # The plan task's retry policy: a refused run request fails at once, anything else retries as
