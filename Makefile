@@ -21,6 +21,7 @@ help:
 	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
 	@echo "make chaos      the slow suites (every point of every crash matrix, the rest of the window matrix), then make soak"
 	@echo "make soak       SOAK_EPOCHS (300) qos-2 epochs under random crashes, races and S3 faults; prints duplicates and losses"
+	@echo "                SOAK_MODE=warm: SOAK_EPOCHS (1000) through one sluice serve within SOAK_MINUTES (120), heap/threads flat"
 	@echo "make sink-matrix  the whole qos crash matrix (sinks x qos x fault points), printed and saved"
 	@echo "make bench      Nexmark q0/q5/q7/q11, 10M events: Sluice qos 0/1/2 beside Spark Structured Streaming,"
 	@echo "                PyFlink and DuckDB, fixed cost per epoch, scaling (bench/results/latest.md + .png)"
@@ -88,13 +89,24 @@ chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check
 	$(BIN)/pytest -m slow
 	$(MAKE) soak
 
-# The soak (tests/faults/soak.py): exits non-zero unless duplicates and losses are 0. Its
-# summary is also written to $(SOAK_OUT).
-SOAK_EPOCHS ?= 300
+# The soak: exits non-zero unless duplicates and losses are 0; its summary is also written to
+# $(SOAK_OUT). SOAK_MODE=cold (tests/faults/soak.py): epochs in-process and in CLI drivers.
+# SOAK_MODE=warm (tests/faults/soak_warm.py): epochs through one `sluice serve`, also non-zero
+# unless its heap after GC and thread counts stay flat; SOAK_MINUTES bounds it.
+SOAK_MODE ?= cold
 SOAK_SEED ?= 7
+ifeq ($(SOAK_MODE),warm)
+SOAK_EPOCHS ?= 1000
+SOAK_MINUTES ?= 120
+SOAK_OUT ?= bench/results/soak-warm.txt
+SOAK_CMD = tests.faults.soak_warm --minutes $(SOAK_MINUTES)
+else
+SOAK_EPOCHS ?= 300
 SOAK_OUT ?= bench/results/soak.txt
+SOAK_CMD = tests.faults.soak
+endif
 soak: java-check $(INSTALLED) jars
-	$(BIN)/python -m tests.faults.soak --epochs $(SOAK_EPOCHS) --seed $(SOAK_SEED) --summary $(SOAK_OUT)
+	$(BIN)/python -m $(SOAK_CMD) --epochs $(SOAK_EPOCHS) --seed $(SOAK_SEED) --summary $(SOAK_OUT)
 
 # The whole qos crash matrix (3 levels x 11 fault points x 5 sinks, ~1 h), printed at the end
 # and saved to $(SINK_MATRIX_OUT).

@@ -243,7 +243,18 @@ class Soak:
 
     # -- the verdict ----------------------------------------------------------------------
 
-    def _summary(self, rt: Any, steps: int, seconds: float) -> int:
+    def _summary(
+        self,
+        rt: Any,
+        steps: int,
+        seconds: float,
+        *,
+        title: str = "sluice soak",
+        module: str = "tests.faults.soak",
+        extra: tuple[list[str], bool] = ([], False),
+    ) -> int:
+        """Print (and write) the reconciliation; non-zero unless it is clean. ``extra``: more
+        lines for the summary and whether they fail it (the warm soak's heap/thread rule)."""
         reference = click_reference(self.files)
         out = committed_rows(self.spec, "out")
         keys = Counter(row_key(r, KEYS) for r in out)
@@ -286,16 +297,18 @@ class Soak:
         ]
         width = max(len(k) for k, _ in rows)
         lines = [
-            f"sluice soak: qos 2, seed {self.args.seed}, fault rate {self.args.fault_rate}, "
+            f"{title}: qos 2, seed {self.args.seed}, fault rate {self.args.fault_rate}, "
             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}",
-            f"command: python -m tests.faults.soak {' '.join(self.args.argv)}",
+            f"command: python -m {module} {' '.join(self.args.argv)}",
             *(f"{k:<{width}}  {v}" for k, v in rows),
+            *extra[0],
         ]
         print("\n" + "\n".join(lines))
         if self.args.summary:
             Path(self.args.summary).write_text("\n".join(lines) + "\n")
         bad = duplicates or losses or unexpected or wrong or unbalanced or gaps
         bad = bad or (read != reference.records_read and not before) or staged_keys(self.spec)
+        bad = bad or extra[1]
         return 1 if bad else 0
 
 

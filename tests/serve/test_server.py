@@ -256,3 +256,19 @@ def test_cancel_records_the_attempt_failed_and_a_retry_succeeds(
     commit_epoch(gated.rt, plan.epoch)
     gated.drain(client)
     assert averages(gated.spec) == cwa_expected()
+
+
+def _parent(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
+
+
+def test_health_measures_the_server_process_and_its_jvm(serve_server: ServeProcess) -> None:
+    """What the warm soak plots: heap after a full GC, threads, and both processes' RSS."""
+    health = serve_server.client().health(gc=True)
+    assert serve_server.proc is not None and health["pid"] == serve_server.proc.pid
+    assert health["jvm_pid"] not in (None, health["pid"])
+    assert _parent(health["jvm_pid"]) == health["pid"]  # the driver JVM PySpark launched
+    assert health["rss_bytes"] > 0 and health["jvm_rss_bytes"] > 0
+    assert 0 < health["driver_heap"]["used_bytes"] <= health["driver_heap"]["max_bytes"]
+    assert health["python_threads"] >= 2 and health["jvm_threads"] > health["python_threads"]

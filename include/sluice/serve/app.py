@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request, Response
@@ -297,6 +298,7 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
         jvm.java.lang.System.gc()
     management = jvm.java.lang.management.ManagementFactory
     heap = management.getMemoryMXBean().getHeapMemoryUsage()
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     counts = {str(k): v for k, v in registry.counts.items()}
     return Health(
         status="ok",
@@ -318,7 +320,21 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
         long_polls=state.long_polls,
         pipelines_dirs=[str(r) for r in state.roots.roots],
         jvm_thread_groups=jvm_thread_groups(registry) if threads else None,
+        rss_bytes=rss_bytes(os.getpid()),
+        jvm_pid=jvm_pid,
+        jvm_rss_bytes=rss_bytes(jvm_pid),
     )
+
+
+def rss_bytes(pid: int) -> int | None:
+    """The resident set size of process ``pid`` (``VmRSS`` of ``/proc/<pid>/status``; None
+    where there is no ``/proc``, or the process is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^VmRSS:\s+([0-9]+) kB", status, re.MULTILINE)
+    return int(found.group(1)) * 1024 if found else None
 
 
 def jvm_thread_groups(registry: AttemptRegistry, top: int = 12) -> dict[str, int]:

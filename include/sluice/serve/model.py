@@ -216,6 +216,10 @@ class Health(_Answer):
     long_polls: int = 0  # status requests held with ``?wait=`` right now
     pipelines_dirs: list[str]
     jvm_thread_groups: dict[str, int] | None = None  # with ``?threads=1``
+    # resident set sizes (Linux /proc; None elsewhere): the server's Python process, its JVM
+    rss_bytes: int | None = None
+    jvm_pid: int | None = None
+    jvm_rss_bytes: int | None = None
 
 
 class Liveness(_Answer):
