@@ -188,6 +188,7 @@ class WarmSoak(Soak):
             "jvm_rss_mib": (health["jvm_rss_bytes"] or 0) / MiB,
             "pid": health["pid"],
             "succeeded": health["epochs"]["succeeded"],
+            "groups": health["jvm_thread_groups"] or {},
         }
         self.samples.append(sample)
         print("health " + _row(sample), flush=True)
@@ -358,6 +359,9 @@ class WarmSoak(Soak):
             *(_row(s) for s in shown),
             "",
         ]
+        rested = [s for s in self.samples if s["rest"]]
+        lines += [f"JVM threads at rest by name, epoch {s['epoch']}: {s['groups']}"
+                  for s in rested[:1] + rested[-1:]]  # fmt: skip
         rule, flat = flatness(self.samples, self.args.warmup)
         one_lifetime = len({s["pid"] for s in self.samples}) == 1
         return [*lines, *rule, f"flat: {'yes' if flat else 'NO'}"], not (flat and one_lifetime)
