@@ -144,3 +144,29 @@ def test_s3a_conf_from_options_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "fs.s3a.endpoint" not in aws  # AWS S3 itself
     assert "fs.s3a.connection.ssl.enabled" not in aws
     assert aws["fs.s3a.endpoint.region"] == "us-east-1"
+
+
+@pytest.mark.s3
+@pytest.mark.spark
+def test_s3a_opens_files_with_the_classic_stream(
+    s3a_spark: Any, s3_server: Any, prefix: str
+) -> None:
+    """hadoop-aws 3.5's default analytics stream keeps each opened stream's statistics for the
+    JVM's lifetime (a warm server's heap grew with it); Sluice opens S3 files with the classic
+    stream (sluice.spark.S3A_STREAM_CONF)."""
+    path = f"{prefix}/stream"
+    s3a_spark.range(100).write.parquet(path)
+    jvm = s3a_spark.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(s3a_spark.sparkContext._jsc.hadoopConfiguration())
+    assert fs.getConf().get("fs.s3a.input.stream.type") == "classic"
+    part = next(s.getPath() for s in fs.listStatus(hadoop_path)
+                if s.getPath().getName().endswith(".parquet"))  # fmt: skip
+    stream = fs.open(part)
+    try:
+        assert stream.read() >= 0
+        inner = stream.getWrappedStream().getClass().getName()
+    finally:
+        stream.close()
+    assert inner == "org.apache.hadoop.fs.s3a.S3AInputStream", inner
+    assert s3a_spark.read.parquet(path).count() == 100

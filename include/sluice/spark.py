@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_MASTER",
     "DEFAULT_REGION",
     "S3A_RETRY_CONF",
+    "S3A_STREAM_CONF",
     "configure_s3",
     "delta_conf",
     "delta_jar",
@@ -130,6 +131,14 @@ S3A_RETRY_CONF = {
     "fs.s3a.connection.request.timeout": "60s",
 }
 
+# How S3A opens files for reading. hadoop-aws 3.5.0 defaults to the analytics-accelerator
+# stream, which keeps every opened stream's statistics (InputStreamStatistics and its
+# AnalyticsRequestCallback, ~6 per epoch) for the JVM's lifetime: a warm `sluice serve` driver's
+# heap after GC grew ~16 MiB per 100 epochs with it and stays flat with the classic stream
+# (bench/results/soak-warm.txt, docs/warm-execution.md). Sluice reads whole Parquet/JSON files
+# in one pass, so the accelerator's prefetching buys little here.
+S3A_STREAM_CONF = {"fs.s3a.input.stream.type": "classic"}
+
 # The system properties configure_s3() has set in this process's JVM.
 _mirrored_properties: set[str] = set()
 
@@ -208,6 +217,7 @@ def s3a_conf(s3: S3Options | None = None) -> dict[str, str]:
         "fs.s3a.endpoint.region": opts.region or DEFAULT_REGION,
         "fs.s3a.aws.credentials.provider": ",".join(CREDENTIALS_PROVIDERS),
         **S3A_RETRY_CONF,
+        **S3A_STREAM_CONF,
     }
     if opts.endpoint_url:
         conf["fs.s3a.endpoint"] = opts.endpoint_url

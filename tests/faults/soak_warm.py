@@ -68,10 +68,10 @@ CLIENT_POINTS = [p for p in FAULT_POINTS + RETENTION_FAULT_POINTS if step_of(p) 
 STEP_TIMEOUT_S = 600
 LOOKAHEAD = 3  # input files written ahead of the committed epochs
 MiB = 1 << 20
-# The flatness rule (printed with the values): after --warmup epochs, the last quarter's
-# samples against the first quarter's.
-HEAP_SLACK_MIB = 64
-REST_THREAD_SPREAD = 16
+# The flatness rule (printed with the values), over the samples taken at rest in the second half
+# of the run: the heap after GC's least-squares slope, and the JVM threads against their median.
+HEAP_SLOPE_MIB_PER_100 = 2.0
+REST_THREAD_BAND = 8
 PY4J_THREAD_SPREAD = 8
 PYTHON_THREAD_SPREAD = 4
 CLIENT = (
@@ -388,48 +388,58 @@ def _row(s: dict[str, Any]) -> str:
     )
 
 
-def flatness(samples: list[dict[str, Any]], warmup: int) -> tuple[list[str], bool]:
-    """The rule and its values. Over the samples after ``warmup`` epochs, the first quarter
-    (by epoch) against the last: median heap after GC grows by at most HEAP_SLACK_MIB. JVM
-    threads at rest vary by at most REST_THREAD_SPREAD, Py4J ``Thread-N`` and Python threads
-    by at most PY4J_THREAD_SPREAD / PYTHON_THREAD_SPREAD over all of them. The JVM threads
-    while epochs run are shown, not judged: Spark's cached pools (a new thread per task until
-    their cap while none has idled 60 s) follow the epoch rate, i.e. the machine's load."""
-    kept = [s for s in samples if s["epoch"] >= warmup]
-    rested = [s for s in kept if s["rest"]]
-    if len(kept) < 4 or len(rested) < 2:
-        return [f"flatness: {len(kept)} samples, {len(rested)} at rest after {warmup} epochs "
-                "(need 4 and 2)"], False  # fmt: skip
-    low, high = kept[0]["epoch"], kept[-1]["epoch"]
-    quarter = (high - low) / 4
-    first = [s for s in kept if s["epoch"] <= low + quarter]
-    last = [s for s in kept if s["epoch"] >= high - quarter]
+def slope_per_100(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(epoch, value)`` points, per 100 epochs."""
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return 100 * sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
 
-    def med(part: list[dict[str, Any]], key: str) -> float:
-        return float(statistics.median(s[key] for s in part))
+
+def flatness(samples: list[dict[str, Any]], warmup: int) -> tuple[list[str], bool]:
+    """The rule and its values, over the samples at rest in the second half of the run (epoch
+    at least half the last one, and past ``warmup``): the heap after GC's least-squares slope
+    is at most HEAP_SLOPE_MIB_PER_100 MiB per 100 epochs; every JVM thread count at rest is
+    within REST_THREAD_BAND of their median. Py4J ``Thread-N`` and Python threads vary by at
+    most PY4J_THREAD_SPREAD / PYTHON_THREAD_SPREAD over every sample after ``warmup``. The JVM
+    threads while epochs run are shown, not judged: Spark's cached pools (a new thread per task
+    until their cap while none has idled 60 s) follow the epoch rate, i.e. the machine's load."""
+    kept = [s for s in samples if s["epoch"] >= warmup]
+    half = max(warmup, samples[-1]["epoch"] / 2) if samples else warmup
+    rested = [s for s in kept if s["rest"] and s["epoch"] >= half]
+    if len(kept) < 4 or len(rested) < 3:
+        return [f"flatness: {len(kept)} samples after {warmup} epochs, {len(rested)} at rest "
+                f"from epoch {half:.0f} (need 4 and 3)"], False  # fmt: skip
+    low, high = kept[0]["epoch"], kept[-1]["epoch"]
 
     def spread(key: str) -> int:
         return int(max(s[key] for s in kept) - min(s[key] for s in kept))
 
-    heap = (med(first, "heap_mib"), med(last, "heap_mib"))
-    jvm = (med(first, "jvm_threads"), med(last, "jvm_threads"))
-    at_rest = [s["jvm_threads"] for s in rested]
+    heap = [(float(s["epoch"]), float(s["heap_mib"])) for s in rested]
+    slope = slope_per_100(heap)
+    threads = [int(s["jvm_threads"]) for s in rested]
+    middle = statistics.median(threads)
+    worst = max(abs(t - middle) for t in threads)
+    epochs = ", ".join(str(s["epoch"]) for s in rested)
     checks = [
-        (f"median heap after GC, epochs {low}-{low + quarter:.0f} vs "
-         f"{high - quarter:.0f}-{high}: {heap[0]:.1f} -> {heap[1]:.1f} MiB "
-         f"(rule: grows <= {HEAP_SLACK_MIB} MiB)", heap[1] <= heap[0] + HEAP_SLACK_MIB),
-        (f"JVM threads at rest (epochs {', '.join(str(s['epoch']) for s in rested)}): "
-         f"{at_rest}, max-min {max(at_rest) - min(at_rest)} (rule: <= {REST_THREAD_SPREAD})",
-         max(at_rest) - min(at_rest) <= REST_THREAD_SPREAD),
+        (f"heap after GC at rest, epochs {epochs}: "
+         f"{', '.join(f'{y:.1f}' for _, y in heap)} MiB; least-squares slope "
+         f"{slope:+.2f} MiB per 100 epochs (rule: <= {HEAP_SLOPE_MIB_PER_100})",
+         slope <= HEAP_SLOPE_MIB_PER_100),
+        (f"JVM threads at rest, same epochs: {threads}, median {middle:g}, farthest "
+         f"{worst:g} from it (rule: <= {REST_THREAD_BAND})", worst <= REST_THREAD_BAND),
         (f"Py4J Thread-N max-min over epochs {low}-{high}: {spread('py4j_threads')} "
          f"(rule: <= {PY4J_THREAD_SPREAD})", spread("py4j_threads") <= PY4J_THREAD_SPREAD),
         (f"Python threads max-min over epochs {low}-{high}: {spread('python_threads')} "
          f"(rule: <= {PYTHON_THREAD_SPREAD})", spread("python_threads") <= PYTHON_THREAD_SPREAD),
     ]  # fmt: skip
-    lines = [f"flatness ({len(kept)} samples after the first {warmup} epochs):"]
+    running = [s["jvm_threads"] for s in kept if not s["rest"]]
+    lines = [f"flatness ({len(rested)} samples at rest from epoch {half:.0f}, "
+             f"{len(kept)} after the first {warmup} epochs):"]  # fmt: skip
     lines += [f"  {'ok ' if ok else 'BAD'} {text}" for text, ok in checks]
-    lines.append(f"  (not judged) median JVM threads while epochs run, same quarters: "
-                 f"{jvm[0]:.0f} -> {jvm[1]:.0f}")  # fmt: skip
+    if running:
+        lines.append(f"  (not judged) JVM threads while epochs run: median "
+                     f"{statistics.median(running):.0f}, max {max(running)}")  # fmt: skip
     return lines, all(ok for _, ok in checks)
 
 
@@ -444,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-every", type=int, default=10, help="epochs")
     parser.add_argument("--table-every", type=int, default=50, help="epochs")
     parser.add_argument("--warmup", type=int, default=50, help="epochs the rule ignores")
-    parser.add_argument("--rest-every", type=int, default=100, help="epochs")
+    parser.add_argument("--rest-every", type=int, default=50, help="epochs")
     parser.add_argument("--rest-seconds", type=float, default=70.0)
     parser.add_argument("--kinds", default="", help="weights to change, e.g. cancel=20,race=0")
     parser.add_argument("--workdir", default=None)
