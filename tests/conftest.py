@@ -4,6 +4,7 @@ import pytest
 
 pytest_plugins = [
     "tests.fixtures.airflow",
+    "tests.fixtures.file_times",
     "tests.fixtures.seaweed",
     "tests.fixtures.kafka",
     "tests.fixtures.pipelines",

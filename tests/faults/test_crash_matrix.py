@@ -7,8 +7,11 @@ crashing.py), then the next epoch runs in-process and recovers. At the end the o
 the independent reference of the whole input, no window is duplicated, every input line was
 read exactly once by the committed checkpoints, and nothing is left staged.
 
-Every point on both backends, each from a fresh pipeline, is test_crash_recovery.py (make
-chaos); every sink at every qos level is test_sink_matrix.py (make sink-matrix).
+make test kills it at one point of each step (plan, process, commit, retention, compaction);
+make test-extended at every other point, on a pipeline of its own (the in-memory protocol
+suite, tests/protocol/memory, kills at every point in make test). Every point on both
+backends, each from a fresh pipeline, is test_crash_recovery.py (make chaos); every sink at
+every qos level is test_sink_matrix.py (make sink-matrix).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import pytest
 import yaml
 from sluice.demo import render_click_files
 from sluice.protocol import ALL_FAULT_POINTS, run_epoch, run_until_drained
@@ -40,6 +44,19 @@ FILES = render_click_files(files=2 * len(ALL_FAULT_POINTS) + 4, events_per_file=
 REFERENCE = click_reference(FILES)
 KEYS = ["user", "window_start"]
 COMPACT_EVERY = 2  # the state is rewritten as a base after every 2 deltas
+# one fault point of each protocol step: make test
+ONE_PER_STEP = (
+    "plan.after_write",
+    "process.after_state",
+    "commit.mid_sinks",
+    "retention.mid_delete",
+    "state.after_compaction",
+)
+POINTS = [
+    pytest.param(ONE_PER_STEP, id="one-point-per-step"),
+    pytest.param(tuple(p for p in ALL_FAULT_POINTS if p not in ONE_PER_STEP),
+                 id="every-other-point", marks=pytest.mark.extended),
+]  # fmt: skip
 
 
 def _files_left_in_staging(spec: Any) -> list[str]:
@@ -58,8 +75,9 @@ def _compacts_next(rt: Any) -> bool:
     return sum(1 for p in state.parts if p.kind == "delta") >= COMPACT_EVERY
 
 
-def test_a_sigkill_at_every_fault_point_of_one_pipeline(
-    spark: Any, local_workspace: Any, tmp_path: Path, request: Any
+@pytest.mark.parametrize("points", POINTS)
+def test_a_sigkill_at_each_fault_point_of_one_pipeline(
+    spark: Any, local_workspace: Any, tmp_path: Path, request: Any, points: tuple[str, ...]
 ) -> None:
     local_workspace.put_files(FILES)
     body = click_spec_dict(local_workspace, name="matrix")
@@ -78,7 +96,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
 
     run_until_drained(rt, spark, max_epochs=3, max_units=1, on_epoch=lambda _: collect())
     lines = []
-    for point in ALL_FAULT_POINTS:
+    for point in points:
         while point in COMPACTION_FAULT_POINTS and not _compacts_next(rt):
             run_epoch(rt, spark, max_units=1)
             collect()
@@ -93,7 +111,7 @@ def test_a_sigkill_at_every_fault_point_of_one_pipeline(
         lines.append(f"{point:<26} epoch {epoch}: killed ({state}); the resume committed "
                      f"epoch {outcome.checkpoint.epoch}")  # fmt: skip
     run_until_drained(rt, spark, max_units=1, on_epoch=lambda _: collect())
-    report(request.config, "crash matrix, fast size (one pipeline, every fault point)", lines)
+    report(request.config, f"crash matrix, fast size (one pipeline, {len(points)} points)", lines)
 
     out = committed_rows(spec, "out")
     assert [k for k, n in Counter(row_key(r, KEYS) for r in out).items() if n > 1] == []

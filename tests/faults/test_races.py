@@ -2,9 +2,13 @@
 
 (a) two attempts of the same epoch commit in reverse order; (b) a stale zombie commits an
 epoch long after the pipeline moved on; (c) two commits of one epoch at the same moment.
-Every case ends with output equal to the independent reference. make test runs them on a
+Every case ends with output equal to the independent reference. They run on a
 local directory, make chaos on S3 too (S3's conditional put has its own race test in
 tests/storage/test_object_store_contract.py).
+
+make test-extended runs this file (the fence, docs/testing.md):
+tests/protocol/memory/test_races.py runs the same races without Spark in make test, and
+test_sink_matrix.py races two Spark attempts into every sink there.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from tests.fixtures.pipelines import (
     runtime,
     staged_keys,
 )
+
+pytestmark = pytest.mark.extended
 
 FILES = render_click_files(files=4, events_per_file=80, seed=5)
 REFERENCE = click_reference(FILES)

@@ -11,8 +11,10 @@ Each sink is compared with an uninterrupted run of the same pipeline:
 * qos 0: nothing is duplicated (losses are counted and reported).
 
 Every case records its cell; after the module the matrix is printed in the terminal report
-and written to ``$SLUICE_MATRIX_OUT`` (or the pytest temp dir). make test runs only the racing
-attempts; make sink-matrix runs the whole matrix (3 levels x 11 points), make chaos too.
+and written to ``$SLUICE_MATRIX_OUT`` (or the pytest temp dir). make test runs the racing
+attempts and one crash between sinks (each sink a Spark-backed crash and recovery, checked
+against the independent reference); make sink-matrix runs the whole matrix (3 levels x 11
+points), make chaos too.
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ from sluice.sinks.files import STAGING, read_rows
 from sluice.spec import parse_spec
 
 from tests.faults.conftest import report
-from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime
+from tests.faults.crashing import crash_step
+from tests.fixtures.pipelines import (
+    Workspace,
+    click_reference,
+    click_spec_dict,
+    committed_rows,
+    runtime,
+)
+from tests.reference import compare_rows
 
 FILES = render_click_files(files=6, events_per_file=60, seed=5)
 FILES_PER_EPOCH = 2
@@ -291,6 +301,56 @@ def test_two_attempts_racing_publish_once(
     assert Outputs(spark, ws, tag, warehouse).leftovers() == {"files": 0, "postgres": 0, "delta": 0}
     statuses = sorted(r.status.value for r in first.repo.attempts(plan.epoch))
     assert statuses == ["aborted", "committed"], statuses
+
+
+def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
+    spark: Any, local_workspace: Workspace, warehouse: str, tmp_path: Path
+) -> None:
+    """qos 2, every sink kind in one pipeline: a ``sluice commit`` subprocess SIGKILLed after
+    the first sink (Delta) published epoch 2 and before PostgreSQL, the files sink, the late
+    records (PostgreSQL) and the dead letters (Delta) did. The resume publishes the rest and
+    re-commits Delta idempotently: each sink ends equal to the independent reference, every
+    window, late record and dead letter once, nothing left staged."""
+    from sluice.sinks.delta import read_table as delta_rows
+    from sluice.sinks.postgres import read_table as pg_rows
+
+    tag = f"crash_{uuid.uuid4().hex[:6]}"
+    ws = local_workspace
+    ws.put_files(FILES)
+    body = _spec(ws, tag, 2)
+    body["emit"] = "on_close"  # append sinks: a window published twice shows twice
+    body["event_time"]["allowed_lateness"] = "0s"  # what click_reference computes
+    body["sinks"] = [dict(s, mode="append") for s in reversed(body["sinks"])]
+    assert [s["type"] for s in body["sinks"]] == ["delta", "postgres", "files"]
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    rt = runtime(spec)
+    reference = click_reference(FILES)
+
+    run_until_drained(rt, spark, max_epochs=1)
+    code = crash_step(rt, spark, spec_path, "commit.mid_sinks", CRASH_EPOCH,
+                      max_units=FILES_PER_EPOCH, log=tmp_path / "cli.log")  # fmt: skip
+    assert code == -signal.SIGKILL, (code, (tmp_path / "cli.log").read_text()[-3000:])
+    assert rt.repo.checkpoint(CRASH_EPOCH) is not None
+    assert rt.repo.sinks_committed(CRASH_EPOCH) is None
+    run_until_drained(rt, spark)
+
+    keys = ["user", "window_start"]
+    results = {
+        "files": committed_rows(spec, "files"),
+        "postgres": pg_rows(warehouse, f"results_{tag}"),
+        "delta": delta_rows(spark, ws.uri("lake")),
+    }
+    for name, rows in results.items():
+        rows = [{k: r[k] for k in reference.emitted[0]} for r in rows]
+        assert compare_rows(rows, reference.emitted, keys=keys) == [], name
+        assert len(rows) == len(reference.emitted), name
+    late = [(r["source_file"], r["source_line"]) for r in pg_rows(warehouse, f"late_{tag}")]
+    assert sorted(late) == sorted(reference.late)
+    dead = [(r["file"], r["line"], r["reason_code"]) for r in delta_rows(spark, ws.uri("dead"))]
+    assert sorted(dead) == sorted(reference.dead)
+    assert Outputs(spark, ws, tag, warehouse).leftovers() == {"files": 0, "postgres": 0, "delta": 0}
 
 
 def _show(duplicates: int, losses: int) -> str:

@@ -4,6 +4,10 @@ The click pipeline runs one input file per epoch with ``checkpoint.retained`` = 
 stored is checked by listing the checkpoint store itself (on disk / on SeaweedFS), not through
 the repository's filtered view; the output is checked against the independent reference, so
 retention provably deletes nothing the pipeline still needs.
+
+make test-extended runs this file (the fence, docs/testing.md):
+tests/protocol/memory/test_retention.py runs the same cases without Spark in make test, and
+test_crash_matrix.py kills a Spark pipeline inside retention there.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from tests.fixtures.pipelines import (
     staged_keys,
 )
 from tests.reference import compare_rows
+
+pytestmark = pytest.mark.extended
 
 FILES = render_click_files(files=7, events_per_file=60, seed=11)
 REFERENCE = click_reference(FILES)

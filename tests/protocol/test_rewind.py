@@ -4,6 +4,10 @@ The click pipeline runs one file per epoch. A rewind to epoch k plans the next e
 checkpoint k (offsets, watermark, state); its commit retracts the output of the epochs after k
 from every sink. After each step the sinks are compared with the independent reference over
 exactly the input the pipeline's history now holds.
+
+make test-extended runs this file (the fence, docs/testing.md):
+tests/protocol/memory/test_rewind.py runs the same cases without Spark in make test, and the
+Airflow tests (test_dag_test.py, test_server.py) rewind through Spark there.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from tests.fixtures.pipelines import (
     staged_keys,
 )
 from tests.reference import compare_rows
+
+pytestmark = pytest.mark.extended
 
 FILES = render_click_files(files=5, events_per_file=60, seed=41)  # 30 s of clicks each
 KEYS = ["user", "window_start"]

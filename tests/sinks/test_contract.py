@@ -1,6 +1,10 @@
 """Every built-in sink runs the sink contract (sluice.testing.sink_contract) on every backend
 it supports: files and Delta on a local directory and on S3 (SeaweedFS), PostgreSQL on a real
-server."""
+server.
+
+make test runs each sink on one backend, and the files sink (Parquet) on S3 as well; the rest of
+the matrix (JSON lines, upsert files on S3) is make test-extended's, Delta on S3 make chaos's.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,12 @@ from sluice.sinks.files import STAGING, FilesSink, read_rows, read_upsert
 from sluice.spec import DeltaSinkConfig, FilesSinkConfig, PostgresSinkConfig
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract
 
-from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
+from tests.fixtures.pipelines import (
+    LOCAL_NOW_S3_EXTENDED,
+    LOCAL_NOW_S3_SLOW,
+    Workspace,
+    new_workspace,
+)
 
 
 def _files(ws: Workspace, mode: str, fmt: str = "parquet") -> Harness:
@@ -33,12 +42,16 @@ def _files(ws: Workspace, mode: str, fmt: str = "parquet") -> Harness:
 
 
 class TestFilesAppend(SinkContract):
-    @pytest.fixture(params=["parquet", "jsonl"])
+    @pytest.fixture(params=["parquet", pytest.param("jsonl", marks=pytest.mark.extended)])
     def harness(self, workspace: Workspace, request: pytest.FixtureRequest) -> Harness:
         return _files(workspace, "append", request.param)
 
 
 class TestFilesUpsert(UpsertSinkContract):
+    @pytest.fixture(params=LOCAL_NOW_S3_EXTENDED)
+    def workspace(self, request: pytest.FixtureRequest, tmp_path: Any) -> Workspace:
+        return new_workspace(request, tmp_path)
+
     @pytest.fixture
     def harness(self, workspace: Workspace) -> Harness:
         return _files(workspace, "upsert")
