@@ -14,11 +14,14 @@ A committed epoch whose sinks committed never changes, so its row is kept in a
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -32,15 +35,18 @@ from sluice.report import checkpoint_rows, pending_units
 
 if TYPE_CHECKING:
     from sluice.protocol import Runtime
+    from sluice.spec import PipelineSpec
 
 __all__ = [
     "Health",
     "HistoryCache",
     "PipelineView",
     "pipeline_view",
+    "public_text",
     "render_error",
     "render_overview",
     "render_pipeline",
+    "server_places",
 ]
 
 FINAL_STATUS = "sinks committed"
@@ -103,7 +109,7 @@ class PipelineView:
     spec_file: str = ""
     load_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
-    refusal: dict[str, Any] | None = None  # Repository.last_refusal()
+    refusal: dict[str, Any] | None = None  # Repository.last_refusal(), without server paths
     timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
 
     @property
@@ -186,6 +192,10 @@ def pipeline_view(
     else:
         extra = {}
     checkpoint = rt.spec.checkpoint
+    refusal = rt.repo.last_refusal()
+    if refusal is not None:  # written by plan, perhaps by a version that named the storage
+        refusal = {**refusal, "message": public_text(refusal.get("message") or "",
+                                                     server_places(rt.spec))}  # fmt: skip
     return PipelineView(
         name=rt.name,
         dag_id=dag_id,
@@ -197,11 +207,59 @@ def pipeline_view(
         now=time.time() if now is None else now,
         retained=checkpoint.retained if checkpoint else None,
         spec_file=spec_file,
-        refusal=rt.repo.last_refusal(),
+        refusal=refusal,
         timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
     )
+
+
+# -- messages without server paths --------------------------------------------------------------
+
+SERVER_PATH = "<server path>"  # what a message shows instead of a location it does not name
+# Any URI (file://, s3://, a database's, an endpoint's) and any absolute local path of two or more
+# segments; quotes, brackets, commas and semicolons end them, as they do in messages.
+_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{},;]*")
+_PATH = re.compile(r"(?<![\w.~/:-])/[^\s'\"<>()\[\]{},;:/]+/[^\s'\"<>()\[\]{},;:]*")
+
+
+def server_places(spec: PipelineSpec | None, folder: str | Path | None = None) -> dict[str, str]:
+    """The server locations a pipeline's messages may name, each with the words a page says
+    instead: its checkpoint store, its source, each sink (none without a ``spec``); ``folder``:
+    the monitor's pipelines folder (a spec is then named by its file name)."""
+    places = _spec_places(spec) if spec is not None else {}
+    if folder is not None:
+        for root in {str(folder), str(Path(folder).resolve())}:
+            places[root + os.sep] = ""
+            places[root] = "the pipelines folder"
+    return places
+
+
+def _spec_places(spec: PipelineSpec) -> dict[str, str]:
+    places: dict[str, str] = {}
+    if spec.checkpoint is not None:
+        storage = spec.checkpoint.storage.rstrip("/")
+        places[storage] = places[f"{storage}/{spec.name}"] = "the checkpoint store"
+    sinks = (*spec.sinks, spec.late_records, spec.dead_letters)
+    for name, part in (("the source", spec.source), *((f"sink {s.name!r}", s) for s in sinks)):
+        if (path := part.storage_path()) is not None:
+            places[path] = name
+    return places
+
+
+def public_text(text: str, places: Mapping[str, str] | None = None) -> str:
+    """``text`` as a page shows it: each of ``places`` (see :func:`server_places`, longest
+    first, as a URI and as a local path) by its name, then any other URI or absolute path as
+    :data:`SERVER_PATH`. Keys relative to a location (``epochs/000000000003/plan.json``) stay."""
+    named: dict[str, str] = {}
+    for place, name in (places or {}).items():
+        named[place] = name
+        if place.startswith("file://"):
+            named.setdefault(place.removeprefix("file://"), name)
+    for place in sorted(named, key=len, reverse=True):
+        if place:
+            text = text.replace(place, named[place])
+    return _PATH.sub(SERVER_PATH, _URI.sub(SERVER_PATH, text))
 
 
 # -- pages --------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -41,8 +42,10 @@ from sluice.monitor import (
     HistoryCache,
     PipelineView,
     pipeline_view,
+    public_text,
     render_error,
     render_overview,
+    server_places,
 )
 from sluice.monitor import _render as _render_template
 from sluice.monitor import render_pipeline as _render_pipeline
@@ -97,6 +100,15 @@ def create_app(pipelines_dir: str | Path) -> Any:
             )
         )
 
+    def places(dag: str | None = None) -> dict[str, str]:
+        """What pages say instead of server locations: those of ``dag``'s spec when it loads,
+        and the pipelines folder."""
+        try:
+            entry = catalog.pipelines().get(dag) if dag else None
+        except Exception:  # an error page must not fail on the folder
+            entry = None
+        return server_places(entry.spec if entry is not None else None, folder)
+
     def pipeline(dag: str) -> SpecEntry[Any, Any]:
         entries = catalog.pipelines()
         entry = entries.get(dag)
@@ -119,14 +131,15 @@ def create_app(pipelines_dir: str | Path) -> Any:
         views, broken = [], []
         for dag, entry in catalog.pipelines().items():
             if not entry.loaded:  # a broken spec hides nothing but itself
-                broken.append((entry.path.name, _public(entry.error or "", folder)))
+                broken.append((entry.path.name, public_text(entry.error or "", places())))
                 continue
             if not allowed(user, dag, "GET"):
                 continue
             try:
                 views.append(pipeline_view(catalog.runtime(entry), dag, cache=cache))
             except Exception as exc:
-                broken.append((dag, _public(f"{type(exc).__name__}: {exc}", folder)))
+                where = server_places(entry.spec, folder)
+                broken.append((dag, public_text(f"{type(exc).__name__}: {exc}", where)))
         return render_overview(views, broken)
 
     @app.get("/pipelines/{dag}", response_class=HTMLResponse)
@@ -174,7 +187,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
 
     def refused(dag: str, user: Any, heading: str, form: str, exc: InvalidRunRequest,
                 value: Any, *, verb: str = "triggered") -> HTMLResponse:  # fmt: skip
-        error = f"not {verb}: " + "; ".join(exc.problems)
+        error = public_text(f"not {verb}: " + "; ".join(exc.problems), places(dag))
         return action_page(dag, user, heading, error=error, status=422, form=form,
                            value="" if value is None else value)  # fmt: skip
 
@@ -191,7 +204,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
         ok, text = _trigger(request, dag, conf)
         if ok:
             text += f"; savepoint {name!r} will capture {taken.text}"
-        return _back(dag, ok, text)
+        return _back(dag, ok, public_text(text, places(dag)))
 
     @app.post("/pipelines/{dag}/restore")
     def restore(
@@ -223,7 +236,8 @@ def create_app(pipelines_dir: str | Path) -> Any:
                                status=409 if stale else 200, retraction=retraction,
                                fields=fields)  # fmt: skip
         ok, text = _trigger(request, dag, retraction.conf)
-        return _back(dag, ok, f"{text}: {retraction.outcome}" if ok else text)
+        text = f"{text}: {retraction.outcome}" if ok else text
+        return _back(dag, ok, public_text(text, places(dag)))
 
     @app.post("/pipelines/{dag}/delete-savepoint")
     def remove_savepoint(
@@ -246,22 +260,24 @@ def create_app(pipelines_dir: str | Path) -> Any:
         try:
             delete_savepoint(rt, name)
         except SavepointError as exc:
-            return _back(dag, False, f"not deleted: {exc}")
+            return _back(dag, False, public_text(f"not deleted: {exc}", places(dag)))
         _log.info("user %s deleted savepoint %r (epoch %d) of pipeline %s", _name(user), name,
                   deletion.savepoint.epoch, rt.name)  # fmt: skip
         return _back(dag, True, f"deleted savepoint {name!r} (epoch {deletion.savepoint.epoch})")
 
-    _error_pages(app, folder)
+    _error_pages(app, places)
     return app
 
 
-def _error_pages(app: Any, folder: Path) -> None:
+def _error_pages(app: Any, places: Callable[[str | None], dict[str, str]]) -> None:
     """Refusals and failures of the pages as a styled page (the Airflow tab shows it), never
-    with a server path; the JSON API keeps FastAPI's JSON answers."""
+    with a server path (``places(dag)``: what to say instead); the JSON API keeps FastAPI's
+    JSON answers."""
 
     def page(request: Request, status: int, message: str, headers: Any = None) -> Response:
         root = request.scope.get("root_path", "")
-        return HTMLResponse(render_error(status, _public(message, folder), overview=f"{root}/"),
+        shown = public_text(message, places(request.path_params.get("dag")))
+        return HTMLResponse(render_error(status, shown, overview=f"{root}/"),
                             status_code=status, headers=headers)  # fmt: skip
 
     def is_api(request: Request) -> bool:
@@ -286,13 +302,6 @@ def _error_pages(app: Any, folder: Path) -> None:
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> Response:
         return page(request, 500, f"{type(exc).__name__}: {exc}")
-
-
-def _public(message: str, folder: Path) -> str:
-    """``message`` without the server's pipelines folder (a spec is named by its file)."""
-    for prefix in {str(folder.resolve()), str(folder)}:
-        message = message.replace(prefix + os.sep, "").replace(prefix, "the pipelines folder")
-    return message
 
 
 class SlashRedirect:
