@@ -14,14 +14,11 @@ A committed epoch whose sinks committed never changes, so its row is kept in a
 
 from __future__ import annotations
 
-import os
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -30,23 +27,23 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from sluice.monitor_actions import action_forms
 from sluice.monitor_charts import age as _age
 from sluice.monitor_charts import charts, short
+from sluice.monitor_text import public_text, server_places
 from sluice.protocol.request import RunRequest
 from sluice.report import checkpoint_rows, pending_units
+from sluice.words import noun
 
 if TYPE_CHECKING:
     from sluice.protocol import Runtime
-    from sluice.spec import PipelineSpec
 
 __all__ = [
     "Health",
     "HistoryCache",
     "PipelineView",
+    "RequestedRun",
     "pipeline_view",
-    "public_text",
     "render_error",
     "render_overview",
     "render_pipeline",
-    "server_places",
 ]
 
 FINAL_STATUS = "sinks committed"
@@ -93,6 +90,15 @@ class Health:
     error: str | None = None  # the failing epoch's last stored error
 
 
+@dataclass(frozen=True)
+class RequestedRun:
+    """A run the monitor's actions triggered (the ``run`` and ``at`` of the page they lead
+    to): in flight from the trigger until the checkpoint store shows something of it."""
+
+    run_id: str
+    at: float  # when it was triggered (seconds since the epoch)
+
+
 @dataclass
 class PipelineView:
     """Everything a pipeline's page shows, read once per request."""
@@ -111,6 +117,7 @@ class PipelineView:
     extra: dict[str, Any] = field(default_factory=dict)
     refusal: dict[str, Any] | None = None  # Repository.last_refusal(), without server paths
     timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
+    requested: RequestedRun | None = None
 
     @property
     def committed(self) -> list[dict[str, Any]]:
@@ -130,9 +137,35 @@ class PipelineView:
     @property
     def in_flight(self) -> dict[str, Any] | None:
         """The epoch a run is on now (planned, processing, or committing its sinks), unless
-        nothing happened to it for longer than a run may last (its run was killed)."""
+        nothing happened to it for longer than a run may last (its run was killed); else the
+        run the monitor just triggered, before it planned (``epoch`` None, ``requested``)."""
         moving = [r for r in self.rows if r["status"] in IN_FLIGHT and not self.stalled(r)]
-        return moving[-1] if moving else None
+        if moving:
+            return moving[-1]
+        asked = self.requested
+        if asked is None or self.shows(asked.run_id) or self._overdue(asked):
+            return None
+        return {"epoch": None, "status": "requested", "run_id": asked.run_id,
+                "requested_at": asked.at}  # fmt: skip
+
+    @property
+    def lost_request(self) -> RequestedRun | None:
+        """The run the monitor triggered, when a run's time has passed and the store shows
+        nothing of it (Airflow did not run it, or it failed before planning)."""
+        asked = self.requested
+        if asked is None or self.shows(asked.run_id) or not self._overdue(asked):
+            return None
+        return asked
+
+    def shows(self, run_id: str) -> bool:
+        """Whether the store holds something of run ``run_id``: an epoch it planned or
+        committed, a savepoint it took, or its refusal."""
+        return (any(r.get("run_id") == run_id for r in self.rows)
+                or any(s.get("run_id") == run_id for s in self.savepoints)
+                or (self.refusal or {}).get("run_id") == run_id)  # fmt: skip
+
+    def _overdue(self, asked: RequestedRun) -> bool:
+        return bool(self.timeout_s) and self.now - asked.at > self.timeout_s
 
     def stalled(self, row: dict[str, Any]) -> bool:
         """``row`` is in flight but its last step is older than the run timeout."""
@@ -157,7 +190,7 @@ class PipelineView:
             )
             return Health("failing", f"{text}; {since}", age, *counts, error=row.get("error"))
         moving = self.in_flight
-        doing = f"; epoch {moving['epoch']} {moving['status']}" if moving else ""
+        doing = f"; {_doing(moving)}" if moving else ""
         if age is None:
             return Health("idle", f"no epoch committed yet{doing}", None, *counts)
         if self.lag == 0 and moving is None:  # nothing waiting: an old commit is not late
@@ -168,6 +201,13 @@ class PipelineView:
         return Health("ok", f"{since}{doing}", age, *counts)
 
 
+def _doing(moving: dict[str, Any]) -> str:
+    """What is in flight, in a few words: ``epoch 6 planned``, ``run manual__x requested``."""
+    if moving["epoch"] is None:
+        return f"run {moving['run_id']} requested"
+    return f"epoch {moving['epoch']} {moving['status']}"
+
+
 def pipeline_view(
     rt: Runtime,
     dag_id: str,
@@ -175,8 +215,10 @@ def pipeline_view(
     now: float | None = None,
     cache: HistoryCache | None = None,
     spec_file: str = "",
+    requested: RequestedRun | None = None,
 ) -> PipelineView:
-    """Read a pipeline's history, savepoints and lag from its checkpoint store."""
+    """Read a pipeline's history, savepoints and lag from its checkpoint store;
+    ``requested``: a run the monitor triggered just now, in flight until the store shows it."""
     started = time.perf_counter()
     store = rt.repo.store.uri()
     rows = checkpoint_rows(
@@ -211,55 +253,8 @@ def pipeline_view(
         timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
+        requested=requested,
     )
-
-
-# -- messages without server paths --------------------------------------------------------------
-
-SERVER_PATH = "<server path>"  # what a message shows instead of a location it does not name
-# Any URI (file://, s3://, a database's, an endpoint's) and any absolute local path of two or more
-# segments; quotes, brackets, commas and semicolons end them, as they do in messages.
-_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{},;]*")
-_PATH = re.compile(r"(?<![\w.~/:-])/[^\s'\"<>()\[\]{},;:/]+/[^\s'\"<>()\[\]{},;:]*")
-
-
-def server_places(spec: PipelineSpec | None, folder: str | Path | None = None) -> dict[str, str]:
-    """The server locations a pipeline's messages may name, each with the words a page says
-    instead: its checkpoint store, its source, each sink (none without a ``spec``); ``folder``:
-    the monitor's pipelines folder (a spec is then named by its file name)."""
-    places = _spec_places(spec) if spec is not None else {}
-    if folder is not None:
-        for root in {str(folder), str(Path(folder).resolve())}:
-            places[root + os.sep] = ""
-            places[root] = "the pipelines folder"
-    return places
-
-
-def _spec_places(spec: PipelineSpec) -> dict[str, str]:
-    places: dict[str, str] = {}
-    if spec.checkpoint is not None:
-        storage = spec.checkpoint.storage.rstrip("/")
-        places[storage] = places[f"{storage}/{spec.name}"] = "the checkpoint store"
-    sinks = (*spec.sinks, spec.late_records, spec.dead_letters)
-    for name, part in (("the source", spec.source), *((f"sink {s.name!r}", s) for s in sinks)):
-        if (path := part.storage_path()) is not None:
-            places[path] = name
-    return places
-
-
-def public_text(text: str, places: Mapping[str, str] | None = None) -> str:
-    """``text`` as a page shows it: each of ``places`` (see :func:`server_places`, longest
-    first, as a URI and as a local path) by its name, then any other URI or absolute path as
-    :data:`SERVER_PATH`. Keys relative to a location (``epochs/000000000003/plan.json``) stay."""
-    named: dict[str, str] = {}
-    for place, name in (places or {}).items():
-        named[place] = name
-        if place.startswith("file://"):
-            named.setdefault(place.removeprefix("file://"), name)
-    for place in sorted(named, key=len, reverse=True):
-        if place:
-            text = text.replace(place, named[place])
-    return _PATH.sub(SERVER_PATH, _URI.sub(SERVER_PATH, text))
 
 
 # -- pages --------------------------------------------------------------------------------------
@@ -303,7 +298,7 @@ def render_pipeline(
         message=message,
         error=error,
         run_link=run_link or (lambda run: f"../../dags/{_q(view.dag_id)}/runs/{_q(run)}"),
-        charts=charts(view.committed),
+        charts=charts(view.committed, view.interval_s),
         restorable=[r["epoch"] for r in reversed(view.committed) if r.get("rewound_by") is None],
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
@@ -345,6 +340,7 @@ _TEMPLATES.filters.update(
     age=_age,
     short=short,
     path=lambda value: _q(str(value)),
+    noun=lambda plural, n: noun(n, plural),  # {{ 'files'|noun(n) }}: "file" for n = 1
 )
 
 

@@ -12,8 +12,10 @@ test (tests/airflow/test_monitor_rewind_browser.py) triggers for real.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,9 @@ def commit_epoch_rows(
                        windows_emitted=rows[0], input_units=1)  # fmt: skip
     result = EpochResult(stats, plan.watermark, None, plan.state, prepared, 0.5)
     rt.repo.put_checkpoint_if_absent(
-        Checkpoint(rt.name, plan.epoch, attempt, plan, result, rt.clock(), "manual__test")
+        Checkpoint(
+            rt.name, plan.epoch, attempt, plan, result, rt.clock(), rt.run_id or "manual__test"
+        )
     )
     rt.repo.mark_sinks_committed(SinksCommitted(plan.epoch, attempt, rt.clock(), 0.1))
     return plan.epoch
@@ -553,3 +557,129 @@ def test_error_pages_and_the_last_refusal_show_no_server_path(
     overview = monitor(folder).get("/").text
     assert "checksum mismatch" in overview
     _no_server_path(overview, rt, tmp_path)
+
+
+# -- after an action: the triggered run is in flight until the store shows it -----------------
+
+RUN = "manual__2026-11-27T10:00:00.123456+00:00"
+
+
+def _page_after(client: TestClient, answer: Any) -> str:
+    assert answer.status_code == 303, answer.text[:2000]
+    return str(answer.headers["location"]).removeprefix("../")
+
+
+def _health(page: str) -> str:
+    """The health card's text: its state, then what it says."""
+    card = re.search(r'<div class="card" data-card="health">(.*?)</div>', page, re.S)
+    assert card, page[:3000]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", card[1])).split())
+
+
+def test_a_confirmed_rewind_is_in_flight_at_once_and_the_page_refreshes_until_it_commits(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import sluice.airflow.monitor as app
+
+    rt = files_pipeline(tmp_path, folder, 4)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    sent: list[dict[str, Any]] = []
+
+    def trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str, str]:
+        sent.append(conf)
+        return True, f"triggered run {RUN} with conf {conf}", RUN
+
+    monkeypatch.setattr(app, "_trigger", trigger)
+    client = monitor(folder)
+    before = client.get(f"/pipelines/{DAG}").text
+    assert _health(before).startswith("health caught up no input waiting")
+    assert "location.reload" not in before
+    ask = post(client, "restore", {"kind": "checkpoint", "epoch": "2"})
+    token = re.search(r'name="confirm" value="([0-9a-f]{32})"', ask.text)
+    assert token
+
+    # confirmed: the run exists in Airflow, nothing of it in the store yet
+    page = _page_after(client, post(client, "restore", {"kind": "checkpoint", "epoch": "2",
+                                                        "confirm": token[1]}))  # fmt: skip
+    assert sent == [{"restore_from": "checkpoint", "epoch": 2, "expect_latest": 4}]
+    shown = client.get(f"/pipelines/{page}").text
+    health = text_of(shown, "message")  # the banner says what was triggered
+    assert health.startswith(f"triggered run {RUN}") and "retracts epochs 3..4" in health
+    assert _health(shown).startswith("health ok last commit ")
+    assert _health(shown).endswith(f"; run {RUN} requested")
+    live = text_of(shown, "live")
+    assert live.startswith(f"Run {RUN} was triggered") and "refreshes every 10 s" in live
+    assert "location.reload" in shown
+
+    # the run plans the rewind (epoch 5): in flight as any epoch
+    run_rt = dataclasses.replace(rt, run_id=RUN)
+    request = RunRequest.from_conf(NAME, sent[0])
+    options = request.resolve(run_rt)
+    assert options.plan(run_rt, max_units=1) is not None
+    shown = client.get(f"/pipelines/{page}").text
+    assert text_of(shown, "live").startswith("Epoch 5 is planned")
+    assert "location.reload" in shown
+
+    # it commits (the replay read file 3 of 4: one waits again), nothing refreshes
+    commit_epoch_rows(run_rt, (5, 0, 0), options)
+    shown = client.get(f"/pipelines/{page}").text
+    assert re.fullmatch(r"health ok last commit \d+s ago", _health(shown)), _health(shown)
+    assert "location.reload" not in shown
+    assert 'id="live"' not in shown and 'id="lost-run"' not in shown
+
+
+def test_a_triggered_run_stops_being_awaited_once_refused_or_overdue(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = files_pipeline(tmp_path, folder, 2)
+    commit_epoch_rows(rt, (1, 0, 0))
+    commit_epoch_rows(rt, (1, 0, 0))
+    client = monitor(folder)
+    now = time.time()
+    waiting = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 5}).text
+    assert "location.reload" in waiting and text_of(waiting, "live").startswith(f"Run {RUN}")
+
+    overdue = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 3600}).text
+    assert "location.reload" not in overdue  # checkpoint.timeout is 10 minutes
+    assert "the checkpoint store shows nothing of it" in text_of(overdue, "lost-run")
+
+    rt.repo.record_refusal(RUN, "expect_latest: the latest committed epoch is now 3, not 2", 1)
+    refused = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 5}).text
+    assert "location.reload" not in refused and 'id="live"' not in refused
+    assert "expect_latest: the latest committed epoch is now 3" in refused
+
+
+# -- counts read as English ------------------------------------------------------------------
+
+
+def test_one_of_anything_is_singular_on_the_pages(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    from sluice.monitor_charts import charts
+    from sluice.words import count
+
+    rt = files_pipeline(tmp_path, folder, 5)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    client = monitor(folder)
+    page = client.get(f"/pipelines/{DAG}").text
+    assert text_of(page, "capture") == "captures epoch 5 (the run first processes the 1 new file)"
+    lag = re.search(r'data-card="lag">lag<b>(.*?)</b><small>(.*?)</small>', page)
+    assert lag and lag.groups() == ("1", "file not yet in a committed epoch")
+    overview = client.get("/").text
+    assert re.search(r'<div class="sub">1 pipeline; health:', overview)
+    assert "<td>1 file</td>" in overview
+
+    (tmp_path / NAME / "in" / "part-0005.jsonl").write_bytes(b"")
+    page = client.get(f"/pipelines/{DAG}").text
+    assert "the 2 new files)" in text_of(page, "capture")
+    assert "<td>2 files</td>" in client.get("/").text
+
+    rows = [{"epoch": 1, "committed_at": 10.0, "state_rows": 1, "watermark_us": None}]
+    assert charts(rows)[2].legend_text == "last 1 row"
+    rows[0]["state_rows"] = 2
+    assert charts(rows)[2].legend_text == "last 2 rows"
+    assert [count(n, "epochs") for n in (0, 1, 2, 1200)] == [
+        "0 epochs", "1 epoch", "2 epochs", "1,200 epochs"]  # fmt: skip

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,11 +42,10 @@ from sluice.monitor import (
     HISTORY_ROWS,
     HistoryCache,
     PipelineView,
+    RequestedRun,
     pipeline_view,
-    public_text,
     render_error,
     render_overview,
-    server_places,
 )
 from sluice.monitor import _render as _render_template
 from sluice.monitor import render_pipeline as _render_pipeline
@@ -57,9 +57,11 @@ from sluice.monitor_actions import (
     restore_conf,
 )
 from sluice.monitor_catalog import PipelineCatalog, SpecEntry
+from sluice.monitor_text import public_text, server_places
 from sluice.protocol.exceptions import SavepointError
 from sluice.protocol.request import InvalidRunRequest, RunRequest
 from sluice.protocol.retention import delete_savepoint
+from sluice.words import count
 
 __all__ = ["SlashRedirect", "create_app"]
 
@@ -114,17 +116,22 @@ def create_app(pipelines_dir: str | Path) -> Any:
         entry = entries.get(dag)
         if entry is None or not entry.loaded:
             broken = sum(1 for e in entries.values() if not e.loaded)
-            note = f" ({broken} spec file(s) do not load: see the overview)" if broken else ""
+            do = "does" if broken == 1 else "do"
+            note = f" ({count(broken, 'spec files')} {do} not load: see the overview)"
             raise HTTPException(404, f"{dag} is not a Sluice pipeline: no spec in the "
-                                     f"monitor's pipelines folder defines it{note}")  # fmt: skip
+                                     f"monitor's pipelines folder defines it"
+                                     f"{note if broken else ''}")  # fmt: skip
         return entry
 
-    def view(dag: str, user: Any) -> tuple[PipelineView, Path]:
+    def view(
+        dag: str, user: Any, requested: RequestedRun | None = None
+    ) -> tuple[PipelineView, Path]:
         if not allowed(user, dag, "GET"):
             raise HTTPException(403, f"you may not read DAG {dag}")
         entry = pipeline(dag)
         rt = catalog.runtime(entry)
-        return pipeline_view(rt, dag, cache=cache, spec_file=str(entry.path)), entry.path
+        page = pipeline_view(rt, dag, cache=cache, spec_file=str(entry.path), requested=requested)
+        return page, entry.path
 
     @app.get("/", response_class=HTMLResponse)
     def overview(user: User) -> str:
@@ -145,9 +152,11 @@ def create_app(pipelines_dir: str | Path) -> Any:
     @app.get("/pipelines/{dag}", response_class=HTMLResponse)
     def pipeline_page(
         dag: str, user: User, message: str | None = None, error: str | None = None,
-        all: bool = False,
+        all: bool = False, run: str | None = None, at: float | None = None,
     ) -> str:  # fmt: skip
-        page, _ = view(dag, user)
+        """``run``, ``at``: the run an action triggered, and when (in flight until the
+        checkpoint store shows it)."""
+        page, _ = view(dag, user, RequestedRun(run, at) if run and at is not None else None)
         limit = None if all else HISTORY_ROWS
         can_act = allowed(user, dag, "POST")
         return _render_pipeline(page, can_act=can_act, message=message, error=error,
@@ -201,10 +210,10 @@ def create_app(pipelines_dir: str | Path) -> Any:
             conf, taken = check_savepoint(rt, name)
         except InvalidRunRequest as exc:
             return refused(dag, user, "Take a savepoint", "take-savepoint", exc, name)
-        ok, text = _trigger(request, dag, conf)
+        ok, text, run = _trigger(request, dag, conf)
         if ok:
             text += f"; savepoint {name!r} will capture {taken.text}"
-        return _back(dag, ok, public_text(text, places(dag)))
+        return _back(dag, ok, public_text(text, places(dag)), run)
 
     @app.post("/pipelines/{dag}/restore")
     def restore(
@@ -235,9 +244,9 @@ def create_app(pipelines_dir: str | Path) -> Any:
             return action_page(dag, user, f"{heading}: confirm", error=stale,
                                status=409 if stale else 200, retraction=retraction,
                                fields=fields)  # fmt: skip
-        ok, text = _trigger(request, dag, retraction.conf)
+        ok, text, run = _trigger(request, dag, retraction.conf)
         text = f"{text}: {retraction.outcome}" if ok else text
-        return _back(dag, ok, public_text(text, places(dag)))
+        return _back(dag, ok, public_text(text, places(dag)), run)
 
     @app.post("/pipelines/{dag}/delete-savepoint")
     def remove_savepoint(
@@ -341,10 +350,14 @@ def _runtime(path: Path) -> Any:
     return runtime_for(str(path), None)  # what the DAG's tasks open (connections included)
 
 
-def _back(dag: str, ok: bool, text: str) -> RedirectResponse:
-    """To the pipeline's page, with ``text`` as its message (or error) banner."""
-    back = f"../{quote(dag, safe='')}?{urlencode({'message' if ok else 'error': text})}"
-    return RedirectResponse(back, status_code=303)
+def _back(dag: str, ok: bool, text: str, run: str | None = None) -> RedirectResponse:
+    """To the pipeline's page, with ``text`` as its message (or error) banner; ``run``: the
+    run just triggered, which that page shows in flight (and refreshes for) until the
+    checkpoint store shows it."""
+    query: dict[str, Any] = {"message" if ok else "error": text}
+    if run is not None:
+        query.update(run=run, at=f"{time.time():.3f}")
+    return RedirectResponse(f"../{quote(dag, safe='')}?{urlencode(query)}", status_code=303)
 
 
 def _whole(text: str | None) -> Any:
@@ -384,8 +397,9 @@ def _token(request: Any) -> str:
     return str(request.cookies.get(COOKIE_NAME_JWT_TOKEN, ""))
 
 
-def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
-    """Trigger ``dag`` with ``conf`` through Airflow's REST API as the requesting user."""
+def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str, str | None]:
+    """Trigger ``dag`` with ``conf`` through Airflow's REST API as the requesting user:
+    (triggered, what to tell the user, the new run's id)."""
     import httpx
     from airflow.configuration import conf as airflow_conf
 
@@ -400,15 +414,16 @@ def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
             timeout=TRIGGER_TIMEOUT_S,
         )
     except httpx.HTTPError as exc:
-        return False, f"not triggered: Airflow's REST API did not answer ({type(exc).__name__})"
+        text = f"not triggered: Airflow's REST API did not answer ({type(exc).__name__})"
+        return False, text, None
     if response.status_code in (200, 201):
         run = response.json().get("dag_run_id")
-        return True, f"triggered run {run} with conf {conf}"
+        return True, f"triggered run {run} with conf {conf}", str(run) if run else None
     try:
         detail = response.json().get("detail", response.text)
     except ValueError:
         detail = response.text
-    return False, f"Airflow refused the trigger ({response.status_code}): {detail}"
+    return False, f"Airflow refused the trigger ({response.status_code}): {detail}", None
 
 
 def default_pipelines_dir(repo_root: Path) -> Path:
