@@ -14,6 +14,7 @@ A committed epoch whose sinks committed never changes, so its row is kept in a
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from sluice.monitor_actions import action_forms
 from sluice.monitor_charts import age as _age
@@ -341,7 +343,24 @@ _TEMPLATES.filters.update(
     short=short,
     path=lambda value: _q(str(value)),
     noun=lambda plural, n: noun(n, plural),  # {{ 'files'|noun(n) }}: "file" for n = 1
+    run_label=lambda run_id: _run_label(str(run_id)),
 )
+
+
+# Airflow's run ids: <run type>__<ISO time>[.micros][+00:00][_<random suffix>]
+_RUN_ID = re.compile(
+    r"([a-z_]+?)__(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(\.\d+)?([+-]\d\d:\d\d)?(_\w+)?"
+)
+
+
+def _run_label(run_id: str) -> Markup | str:
+    """How the history names a run: Airflow's ``asset_triggered__2026-11-27T09:43:46.159733+
+    00:00_2sLbyl8T`` as ``asset_triggered 2026-11-27 09:43:46``, wrapping at the spaces only
+    (the id itself is the link's title); any other id as it is."""
+    found = _RUN_ID.fullmatch(run_id)
+    if not found:
+        return run_id
+    return Markup(" ").join(Markup("<span>%s</span>") % part for part in found.group(1, 2, 3))
 
 
 def _render(template: str, **context: Any) -> str:
