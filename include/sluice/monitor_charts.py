@@ -111,10 +111,10 @@ def _watermark_lag(epochs: list[int], rows: list[dict[str, Any]], interval_s: fl
     values: list[float | None] = []
     for r in rows:
         mark, top = r.get("watermark_us"), r.get("newest_event_us")
-        if mark is None or (not live and top is None):
+        since = r["committed_at"] if live else (None if top is None else top / 1e6)
+        if mark is None or since is None:
             values.append(None)
             continue
-        since = r["committed_at"] if live else top / 1e6
         values.append(max(0.0, since - mark / 1e6))
     known = [v for v in values if v is not None]
     unit, scale = _time_unit(max(known, default=0.0))

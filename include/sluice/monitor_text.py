@@ -43,10 +43,11 @@ def _spec_places(spec: PipelineSpec) -> dict[str, str]:
     if spec.checkpoint is not None:
         storage = spec.checkpoint.storage.rstrip("/")
         places[storage] = places[f"{storage}/{spec.name}"] = "the checkpoint store"
-    sinks = (*spec.sinks, spec.late_records, spec.dead_letters)
-    for name, part in (("the source", spec.source), *((f"sink {s.name!r}", s) for s in sinks)):
-        if (path := part.storage_path()) is not None:
-            places[path] = name
+    if (source := spec.source.storage_path()) is not None:
+        places[source] = "the source"
+    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
+        if (path := sink.storage_path()) is not None:
+            places[path] = f"sink {sink.name!r}"
     return places
 
 
