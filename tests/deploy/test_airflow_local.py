@@ -7,6 +7,9 @@ processor, triggerer, scheduler with its LocalExecutor workers and task supervis
 serve` with its Spark JVM and Python workers) is collected; each must be on 127.0.0.1 or ::1.
 Airflow's log servers used to listen on 0.0.0.0 and [::] (the scheduler's and the triggerer's).
 Then `make airflow-stop` must leave no process of those trees behind.
+
+make chaos (slow): 108-124 s on this project's 2-core machine under load (a whole Airflow,
+the server's JVM and one epoch).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.fixtures.airflow import REPO, free_port
 
@@ -27,6 +31,8 @@ SERVICES = ("api-server", "dag-processor", "triggerer", "scheduler", "serve")
 START_TIMEOUT_S = 420
 EPOCH_TIMEOUT_S = 300
 POLL_S = 0.5
+
+pytestmark = pytest.mark.slow
 
 
 def is_loopback(host: str) -> bool:
