@@ -2,6 +2,7 @@
 # `make airflow`: a real Airflow 3 (API server, scheduler, DAG processor, triggerer) on
 # localhost with the shipped pipelines, storage on the embedded default (local directories).
 # `make airflow-stop` stops it. State lives in .airflow/ (delete it to start over).
+# Every process it starts listens on loopback only (tests/deploy/test_airflow_local.py).
 #
 # Warm by default: `process` runs on `sluice serve` (one long-lived Spark driver, connection
 # sluice_serve; docs/warm-execution.md), started next to Airflow. SLUICE_EXECUTION=cold runs a
@@ -15,6 +16,7 @@
 # connections, the input files, then the API server, and only once it answers the DAG processor,
 # triggerer and scheduler: a task's first call to the execution API must not meet a server that
 # is still starting.
+#   AIRFLOW_LOCAL_HOME=.airflow  its AIRFLOW_HOME: metadata DB, logs, pid files, passwords
 #   AIRFLOW_PORT=8080          API server / UI port
 #   SLUICE_SERVE_PORT=8790     sluice serve's port (loopback)
 #   SLUICE_EXECUTION=warm      or cold: how the DAGs run the process step
@@ -26,7 +28,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 BIN=$ROOT/.venv/bin
-HOME_DIR=$ROOT/.airflow
+HOME_DIR=${AIRFLOW_LOCAL_HOME:-$ROOT/.airflow}
+[[ $HOME_DIR == /* ]] || HOME_DIR=$ROOT/$HOME_DIR
 PORT=${AIRFLOW_PORT:-8080}
 URL="http://127.0.0.1:$PORT"
 SERVE_PORT=${SLUICE_SERVE_PORT:-8790}
@@ -84,10 +87,17 @@ if [[ -z ${AIRFLOW__DATABASE__SQL_ALCHEMY_CONN:-} ]]; then
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="sqlite:///$SQLITE_DB?timeout=30"
 fi
 free_port() { "$BIN/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# The scheduler's and triggerer's log servers (8793 and 8794 by default): free ports, so that
-# another Airflow on this machine (a test, a second checkout) does not take them.
+# No log servers: the scheduler and the triggerer run with --skip-serve-logs. Airflow's log
+# server binds every interface (0.0.0.0 and [::], no setting for its host in Airflow 3.3), and
+# here nothing needs it: every process writes its logs under $HOME_DIR/logs, which the API
+# server reads itself (a running task's too). The API server still asks the log port of a
+# running task's host; it gets a free port with nothing behind it, not another Airflow's
+# log server on 8793/8794 (a test, a second checkout).
 export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=${AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT:-$(free_port)}
 export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=${AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT:-$(free_port)}
+# Spark drivers (sluice serve's, a cold epoch's spark-submit) bind loopback, whatever the
+# machine's host name resolves to.
+export SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1}
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$PASSWORD_FILE
 export AIRFLOW__API__BASE_URL=$URL
@@ -141,7 +151,9 @@ echo "== pools and connections; input files of the shipped specs that read files
 start api-server "$BIN/airflow" api-server --port "$PORT" --host 127.0.0.1
 wait_until "the API server at $URL" "$HOME_DIR/logs/api-server.log" \
   curl -fsS "$URL/api/v2/monitor/health"
-for name in dag-processor triggerer scheduler; do start "$name" "$BIN/airflow" "$name"; done
+start dag-processor "$BIN/airflow" dag-processor
+start triggerer "$BIN/airflow" triggerer --skip-serve-logs
+start scheduler "$BIN/airflow" scheduler --skip-serve-logs
 
 dag_parsed() {
   local token
@@ -157,6 +169,8 @@ if [[ $SLUICE_EXECUTION == warm ]]; then
 else
   PROCESS="cold: a spark-submit per epoch, no sluice serve (SLUICE_EXECUTION=warm, the default, uses one)"
 fi
+STOP_HINT="make airflow-stop"
+[[ $HOME_DIR == "$ROOT/.airflow" ]] || STOP_HINT="AIRFLOW_LOCAL_HOME=$HOME_DIR $STOP_HINT"
 echo "up in $((SECONDS - T0)) s"
 cat <<MSG
 
@@ -168,5 +182,5 @@ cat <<MSG
   history:     SLUICE_DATA_ROOT=$SLUICE_DATA_ROOT .venv/bin/sluice checkpoints include/pipelines/clicks_per_minute.yaml
   process:     $PROCESS
   logs:        $HOME_DIR/logs/
-  stop:        make airflow-stop
+  stop:        $STOP_HINT
 MSG

@@ -14,6 +14,7 @@ A committed epoch whose sinks committed never changes, so its row is kept in a
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,12 +24,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from sluice.monitor_actions import action_forms
 from sluice.monitor_charts import age as _age
 from sluice.monitor_charts import charts, short
+from sluice.monitor_text import public_text, server_places
 from sluice.protocol.request import RunRequest
 from sluice.report import checkpoint_rows, pending_units
+from sluice.words import noun
 
 if TYPE_CHECKING:
     from sluice.protocol import Runtime
@@ -37,6 +41,7 @@ __all__ = [
     "Health",
     "HistoryCache",
     "PipelineView",
+    "RequestedRun",
     "pipeline_view",
     "render_error",
     "render_overview",
@@ -87,6 +92,15 @@ class Health:
     error: str | None = None  # the failing epoch's last stored error
 
 
+@dataclass(frozen=True)
+class RequestedRun:
+    """A run the monitor's actions triggered (the ``run`` and ``at`` of the page they lead
+    to): in flight from the trigger until the checkpoint store shows something of it."""
+
+    run_id: str
+    at: float  # when it was triggered (seconds since the epoch)
+
+
 @dataclass
 class PipelineView:
     """Everything a pipeline's page shows, read once per request."""
@@ -103,8 +117,9 @@ class PipelineView:
     spec_file: str = ""
     load_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
-    refusal: dict[str, Any] | None = None  # Repository.last_refusal()
+    refusal: dict[str, Any] | None = None  # Repository.last_refusal(), without server paths
     timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
+    requested: RequestedRun | None = None
 
     @property
     def committed(self) -> list[dict[str, Any]]:
@@ -124,9 +139,35 @@ class PipelineView:
     @property
     def in_flight(self) -> dict[str, Any] | None:
         """The epoch a run is on now (planned, processing, or committing its sinks), unless
-        nothing happened to it for longer than a run may last (its run was killed)."""
+        nothing happened to it for longer than a run may last (its run was killed); else the
+        run the monitor just triggered, before it planned (``epoch`` None, ``requested``)."""
         moving = [r for r in self.rows if r["status"] in IN_FLIGHT and not self.stalled(r)]
-        return moving[-1] if moving else None
+        if moving:
+            return moving[-1]
+        asked = self.requested
+        if asked is None or self.shows(asked.run_id) or self._overdue(asked):
+            return None
+        return {"epoch": None, "status": "requested", "run_id": asked.run_id,
+                "requested_at": asked.at}  # fmt: skip
+
+    @property
+    def lost_request(self) -> RequestedRun | None:
+        """The run the monitor triggered, when a run's time has passed and the store shows
+        nothing of it (Airflow did not run it, or it failed before planning)."""
+        asked = self.requested
+        if asked is None or self.shows(asked.run_id) or not self._overdue(asked):
+            return None
+        return asked
+
+    def shows(self, run_id: str) -> bool:
+        """Whether the store holds something of run ``run_id``: an epoch it planned or
+        committed, a savepoint it took, or its refusal."""
+        return (any(r.get("run_id") == run_id for r in self.rows)
+                or any(s.get("run_id") == run_id for s in self.savepoints)
+                or (self.refusal or {}).get("run_id") == run_id)  # fmt: skip
+
+    def _overdue(self, asked: RequestedRun) -> bool:
+        return bool(self.timeout_s) and self.now - asked.at > self.timeout_s
 
     def stalled(self, row: dict[str, Any]) -> bool:
         """``row`` is in flight but its last step is older than the run timeout."""
@@ -151,7 +192,7 @@ class PipelineView:
             )
             return Health("failing", f"{text}; {since}", age, *counts, error=row.get("error"))
         moving = self.in_flight
-        doing = f"; epoch {moving['epoch']} {moving['status']}" if moving else ""
+        doing = f"; {_doing(moving)}" if moving else ""
         if age is None:
             return Health("idle", f"no epoch committed yet{doing}", None, *counts)
         if self.lag == 0 and moving is None:  # nothing waiting: an old commit is not late
@@ -162,6 +203,13 @@ class PipelineView:
         return Health("ok", f"{since}{doing}", age, *counts)
 
 
+def _doing(moving: dict[str, Any]) -> str:
+    """What is in flight, in a few words: ``epoch 6 planned``, ``run manual__x requested``."""
+    if moving["epoch"] is None:
+        return f"run {moving['run_id']} requested"
+    return f"epoch {moving['epoch']} {moving['status']}"
+
+
 def pipeline_view(
     rt: Runtime,
     dag_id: str,
@@ -169,8 +217,10 @@ def pipeline_view(
     now: float | None = None,
     cache: HistoryCache | None = None,
     spec_file: str = "",
+    requested: RequestedRun | None = None,
 ) -> PipelineView:
-    """Read a pipeline's history, savepoints and lag from its checkpoint store."""
+    """Read a pipeline's history, savepoints and lag from its checkpoint store;
+    ``requested``: a run the monitor triggered just now, in flight until the store shows it."""
     started = time.perf_counter()
     store = rt.repo.store.uri()
     rows = checkpoint_rows(
@@ -186,6 +236,10 @@ def pipeline_view(
     else:
         extra = {}
     checkpoint = rt.spec.checkpoint
+    refusal = rt.repo.last_refusal()
+    if refusal is not None:  # written by plan, perhaps by a version that named the storage
+        refusal = {**refusal, "message": public_text(refusal.get("message") or "",
+                                                     server_places(rt.spec))}  # fmt: skip
     return PipelineView(
         name=rt.name,
         dag_id=dag_id,
@@ -197,10 +251,11 @@ def pipeline_view(
         now=time.time() if now is None else now,
         retained=checkpoint.retained if checkpoint else None,
         spec_file=spec_file,
-        refusal=rt.repo.last_refusal(),
+        refusal=refusal,
         timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
+        requested=requested,
     )
 
 
@@ -245,7 +300,7 @@ def render_pipeline(
         message=message,
         error=error,
         run_link=run_link or (lambda run: f"../../dags/{_q(view.dag_id)}/runs/{_q(run)}"),
-        charts=charts(view.committed),
+        charts=charts(view.committed, view.interval_s),
         restorable=[r["epoch"] for r in reversed(view.committed) if r.get("rewound_by") is None],
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
@@ -287,7 +342,25 @@ _TEMPLATES.filters.update(
     age=_age,
     short=short,
     path=lambda value: _q(str(value)),
+    noun=lambda plural, n: noun(n, plural),  # {{ 'files'|noun(n) }}: "file" for n = 1
+    run_label=lambda run_id: _run_label(str(run_id)),
 )
+
+
+# Airflow's run ids: <run type>__<ISO time>[.micros][+00:00][_<random suffix>]
+_RUN_ID = re.compile(
+    r"([a-z_]+?)__(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)(\.\d+)?([+-]\d\d:\d\d)?(_\w+)?"
+)
+
+
+def _run_label(run_id: str) -> Markup | str:
+    """How the history names a run: Airflow's ``asset_triggered__2026-11-27T09:43:46.159733+
+    00:00_2sLbyl8T`` as ``asset_triggered 2026-11-27 09:43:46``, wrapping at the spaces only
+    (the id itself is the link's title); any other id as it is."""
+    found = _RUN_ID.fullmatch(run_id)
+    if not found:
+        return run_id
+    return Markup(" ").join(Markup("<span>%s</span>") % part for part in found.group(1, 2, 3))
 
 
 def _render(template: str, **context: Any) -> str:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol.exceptions import InvalidRunRequest
 from sluice.protocol.request import RunRequest, epoch_ranges
+from sluice.words import noun
 
 if TYPE_CHECKING:
     from sluice.monitor import PipelineView
@@ -69,7 +70,9 @@ def capture(latest: int, next_planned: bool, lag: int | None, unit: str) -> Capt
         )
         return Capture(None, text + " (the source could not be asked)")
     if lag > 0:
-        return Capture(after, f"epoch {after} (the run first processes the {lag:,} new {unit})")
+        return Capture(
+            after, f"epoch {after} (the run first processes the {lag:,} new {noun(lag, unit)})"
+        )
     if latest:
         return Capture(latest, f"epoch {latest}, the latest (no new input)")
     return Capture(None, "nothing: no epoch is committed and there is no input", possible=False)

@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["MAX_BARS", "Chart", "age", "charts", "short"]
+from sluice.words import noun
+
+__all__ = ["LIVE_AGE_S", "MAX_BARS", "Chart", "age", "charts", "short"]
 
 MAX_BARS = 250  # a bar chart over more epochs shows means of consecutive epochs
+# Event times at most this old at the latest commit (or 10 checkpoint intervals, if longer) are
+# live data: the watermark lag is measured against the wall clock. Older ones are a replay.
+LIVE_AGE_S = 86_400.0
+TIME_UNITS = (("seconds", 1.0), ("minutes", 60.0), ("hours", 3600.0), ("days", 86_400.0))
 WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 560, 200, 56, 28, 26
 
 
@@ -70,8 +76,9 @@ class Chart:
         object.__setattr__(self, "ticks", ticks)
 
 
-def charts(rows: list[dict[str, Any]]) -> list[Chart]:
-    """The four charts over the committed epochs ``rows`` (none without one)."""
+def charts(rows: list[dict[str, Any]], interval_s: float = 0.0) -> list[Chart]:
+    """The four charts over the committed epochs ``rows`` (none without one); ``interval_s``:
+    the checkpoint interval."""
     if not rows:
         return []
     epochs = [int(r["epoch"]) for r in rows]
@@ -89,11 +96,46 @@ def charts(rows: list[dict[str, Any]]) -> list[Chart]:
             ("between steps", "#a0aec0", [_between(r) for r in rows]),
         ], "seconds"),
         _line("state size", epochs, [r.get("state_rows") or 0 for r in rows], "rows", "#2b6cb0"),
-        _line("watermark lag at commit", epochs, [
-            max(0.0, r["committed_at"] - r["watermark_us"] / 1e6)
-            if r.get("watermark_us") is not None else None for r in rows
-        ], "seconds", "#c05621"),
+        _watermark_lag(epochs, rows, interval_s),
     ]  # fmt: skip
+
+
+def _watermark_lag(epochs: list[int], rows: list[dict[str, Any]], interval_s: float) -> Chart:
+    """How far each commit's watermark trailed: the wall clock (the commit time) when the
+    data is live, as Flink's ``now - currentInputWatermark`` and Spark's "global watermark
+    gap"; in a replay of older data, the newest event time read so far (the wall clock would
+    only say how old the data is; the legend says that once)."""
+    newest = rows[-1].get("newest_event_us")
+    data_age = rows[-1]["committed_at"] - newest / 1e6 if newest is not None else None
+    live = data_age is None or data_age <= max(LIVE_AGE_S, 10 * interval_s)
+    values: list[float | None] = []
+    for r in rows:
+        mark, top = r.get("watermark_us"), r.get("newest_event_us")
+        since = r["committed_at"] if live else (None if top is None else top / 1e6)
+        if mark is None or since is None:
+            values.append(None)
+            continue
+        values.append(max(0.0, since - mark / 1e6))
+    known = [v for v in values if v is not None]
+    unit, scale = _time_unit(max(known, default=0.0))
+    chart = _line("watermark lag at commit", epochs,
+                  [None if v is None else v / scale for v in values], unit, "#c05621")  # fmt: skip
+    if not known:
+        return chart
+    behind = "behind the wall clock" if live else "behind the newest event"
+    legend = f"last {age(known[-1])} {behind}"
+    if data_age is not None and not live:
+        legend += f" (data {age(data_age)} old)"
+    return replace(chart, legend_text=legend)
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    """The axis unit for durations up to ``seconds``: the largest that keeps the top >= 2."""
+    chosen = TIME_UNITS[0]
+    for unit in TIME_UNITS:
+        if seconds >= 2 * unit[1]:
+            chosen = unit
+    return chosen
 
 
 def _between(row: dict[str, Any]) -> float:
@@ -145,7 +187,7 @@ def _line(
     elif unit == "seconds":
         legend = f"last {age(known[-1])}"
     else:
-        legend = f"last {short(known[-1])} {unit}"
+        legend = f"last {short(known[-1])} {noun(known[-1], unit)}"
     line = Line(points, color)
     return Chart(title, unit, top, epochs[0], epochs[-1], line=line, legend_text=legend)
 

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sluice.spec.durations import format_duration
 from sluice.spec.model import PipelineSpec
+from sluice.words import count, noun
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,7 +98,7 @@ def run_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
-    out = "rows" if rt.spec.stateless else "windows"
+    out = "rows" if rt.spec.stateless else "windows"  # counted: words.noun
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
@@ -108,7 +109,8 @@ def run_with_progress(
                 advance=stats.input_units,
                 last=(
                     f"epoch {outcome.checkpoint.epoch}: {stats.records_read} in, "
-                    f"{stats.windows_emitted} {out} out, {stats.late} late, {stats.dead} dead"
+                    f"{stats.windows_emitted} {noun(stats.windows_emitted, out)} out, "
+                    f"{stats.late} late, {stats.dead} dead"
                 ),
             )
 
@@ -237,6 +239,8 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         run_seconds=(marker.committed_at if marker else checkpoint.committed_at)
         - (checkpoint.plan.created_at - checkpoint.plan.plan_seconds),
         watermark_us=result.watermark_us,
+        # the largest event time read so far (any partition): what the watermark trails
+        newest_event_us=max(result.watermark.max_event_time_us.values(), default=None),
         state_rows=result.state.rows,
     )
     return row
@@ -353,7 +357,7 @@ def run_demo(
     files = write_click_files(data / "in")
     stats = demo_stats()
     console.print(
-        f"[bold]demo input:[/] {len(files)} files, {stats.records} records "
+        f"[bold]demo input:[/] {count(len(files), 'files')}, {count(stats.records, 'records')} "
         f"({stats.late} late, {stats.dead_letters} malformed) in {data / 'in'}"
     )
     rt = runtime_factory(spec_path)
@@ -363,10 +367,10 @@ def run_demo(
     totals = [o.checkpoint.result.stats for o in outcomes]
     read = sum(s.records_read for s in totals)
     console.print(
-        f"[bold]{len(outcomes)} epochs:[/] {read} records read = "
+        f"[bold]{count(len(outcomes), 'epochs')}:[/] {count(read, 'records')} read = "
         f"{sum(s.accepted for s in totals)} aggregated + {sum(s.late for s in totals)} late + "
-        f"{sum(s.dead for s in totals)} dead letters; "
-        f"{sum(s.windows_emitted for s in totals)} windows emitted, "
+        f"{count(sum(s.dead for s in totals), 'dead letters')}; "
+        f"{count(sum(s.windows_emitted for s in totals), 'windows')} emitted, "
         f"{totals[-1].windows_open if totals else 0} still open."
     )
     console.print(f"results: {data / 'out'}  late: {data / 'late'}  dead letters: {data / 'dead'}")

@@ -12,8 +12,10 @@ test (tests/airflow/test_monitor_rewind_browser.py) triggers for real.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,9 @@ def commit_epoch_rows(
                        windows_emitted=rows[0], input_units=1)  # fmt: skip
     result = EpochResult(stats, plan.watermark, None, plan.state, prepared, 0.5)
     rt.repo.put_checkpoint_if_absent(
-        Checkpoint(rt.name, plan.epoch, attempt, plan, result, rt.clock(), "manual__test")
+        Checkpoint(
+            rt.name, plan.epoch, attempt, plan, result, rt.clock(), rt.run_id or "manual__test"
+        )
     )
     rt.repo.mark_sinks_committed(SinksCommitted(plan.epoch, attempt, rt.clock(), 0.1))
     return plan.epoch
@@ -111,7 +115,8 @@ def stored(rt: Runtime, root: Path) -> list[tuple[str, int]]:
 @pytest.fixture
 def monitor(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
     """``monitor(folder, role="admin")``: a test client of the app over ``folder`` as an
-    Airflow user of ``role`` (the SimpleAuthManager decides what that role may do)."""
+    Airflow user of ``role`` (the SimpleAuthManager decides what that role may do);
+    ``errors=False``: a server error comes back as its page (else the test client raises it)."""
     from airflow.api_fastapi.app import init_auth_manager
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from airflow.api_fastapi.core_api.security import get_user
@@ -119,11 +124,11 @@ def monitor(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
     init_auth_manager()
     clients: list[TestClient] = []
 
-    def open_monitor(folder: Path, role: str = "admin") -> TestClient:
+    def open_monitor(folder: Path, role: str = "admin", errors: bool = True) -> TestClient:
         app = create_app(folder)
         user = SimpleAuthManagerUser(username=role, role=role)
         app.dependency_overrides[get_user] = lambda: user
-        clients.append(TestClient(app))
+        clients.append(TestClient(app, raise_server_exceptions=errors))
         return clients[-1]
 
     yield open_monitor
@@ -194,8 +199,8 @@ def test_the_forms_offer_what_can_be_restored_and_say_what_a_savepoint_captures(
         ("-3", "epoch: -3 is not a whole number >= 1"),
         ("x1", "epoch: 'x1' is not a whole number >= 1"),
         ("", "epoch: required with restore_from=checkpoint (a committed epoch)"),
-        ("99", "epoch: no committed checkpoint 99 in "),
-        ("1", "epoch: no committed checkpoint 1 in "),  # retired (below the retention mark)
+        ("99", "epoch: no committed checkpoint 99; "),
+        ("1", "epoch: no committed checkpoint 1; "),  # retired (below the retention mark)
         ("3", "epoch: the output of epoch 3 was retracted by the rewind that epoch 5 started"),
     ],
 )
@@ -430,3 +435,251 @@ def test_actions_refuse_viewers_and_cross_site_posts_and_change_nothing(
     bare = admin.post(f"/pipelines/{DAG}/{action}", data=form, follow_redirects=False)
     assert bare.status_code == 403  # neither Origin nor Referer
     assert stored(rt, tmp_path / NAME) == before
+
+
+# -- no server path on any refusal or error page ---------------------------------------------
+
+
+def _refusal_case(kind: str, rt: Runtime, root: Path) -> tuple[str, str, dict[str, str]]:
+    """Prepare the store for refusal ``kind``: (action, expected start of the error, form)."""
+    checkpoint = {"kind": "checkpoint"}
+    if kind == "planned":  # an uncommitted epoch is in the way of a rewind
+        assert PlanOptions().plan(rt, max_units=1) is not None
+        return "restore", "epoch: epoch 6 is already planned and not committed", {
+            **checkpoint, "epoch": "2"}  # fmt: skip
+    if kind == "compacted":  # a sink that cannot retract: a compacted file spans epoch 2
+        out = Path(str(rt.spec.sinks[0].storage_path()).removeprefix("file://"))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "part-000000000001-000000000005-c00000.parquet").write_bytes(b"")
+        return "restore", (
+            "epoch: restoring checkpoint 2 retracts the output of epochs 5, but sink 'out': "
+            "the compacted file part-000000000001-000000000005-c00000.parquet holds epochs on "
+            "both sides of 2"), {**checkpoint, "epoch": "2"}  # fmt: skip
+    if kind == "input gone":  # epoch 5 (the rewind's replay) read part-0002.jsonl
+        (root / NAME / "in" / "part-0002.jsonl").unlink()
+        return "restore", (
+            "on_missing_offsets: the source no longer has input that epochs 5 read "
+            "(part-0002.jsonl); replaying without it would change the output silently. Put it "
+            "back, or set on_missing_offsets=earliest"), {**checkpoint, "epoch": "2"}  # fmt: skip
+    cases: dict[str, tuple[str, str, dict[str, str]]] = {
+        "out of range": ("restore", "epoch: no committed checkpoint 99; restorable committed "
+                         "epochs are 2, 5 (3..4 retracted by a rewind: not restorable)",
+                         {**checkpoint, "epoch": "99"}),
+        "retired": ("restore", "epoch: no committed checkpoint 1; restorable committed epochs "
+                    "are 2, 5", {**checkpoint, "epoch": "1"}),
+        "retracted": ("restore", "epoch: the output of epoch 3 was retracted by the rewind "
+                      "that epoch 5 started", {**checkpoint, "epoch": "3"}),
+        "not a number": ("restore", "epoch: 'x1' is not a whole number >= 1",
+                         {**checkpoint, "epoch": "x1"}),
+        "unknown savepoint": ("restore", "savepoint: no savepoint 'gone' (savepoints: early, "
+                              "late)", {"kind": "savepoint", "savepoint": "gone"}),
+        "retracted savepoint": ("restore", "savepoint: the output of epoch 3 was retracted",
+                                {"kind": "savepoint", "savepoint": "late"}),
+        "taken name": ("savepoint", "take_savepoint: 'early' already exists (epoch 2)",
+                       {"name": "early"}),
+        "bad name": ("savepoint", "take_savepoint: '../x' is not a savepoint name",
+                     {"name": "../x"}),
+        "delete unknown": ("delete-savepoint", "savepoint: no savepoint 'gone'",
+                           {"name": "gone"}),
+    }  # fmt: skip
+    return cases[kind]
+
+
+def _no_server_path(page: str, rt: Runtime, root: Path) -> None:
+    """Neither the checkpoint store, the temp folder nor any file:// or s3:// URI is on it."""
+    for path in (rt.repo.store.uri(), root.as_uri(), str(root), str(root.resolve()),
+                 "file://", "s3://"):  # fmt: skip
+        assert path not in page and html.escape(path) not in page, (path, page[:4000])
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["out of range", "retired", "retracted", "not a number", "planned", "compacted",
+     "input gone", "unknown savepoint", "retracted savepoint", "taken name", "bad name",
+     "delete unknown"],
+)  # fmt: skip
+def test_no_refusal_shows_a_server_path_but_each_names_the_epochs_and_the_fix(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path, kind: str
+) -> None:
+    rt = history(tmp_path, folder)
+    rt.repo.put_retired_mark(RetiredMark(below=2, created_at=rt.clock()))
+    action, expected, form = _refusal_case(kind, rt, tmp_path)
+    verb = "deleted" if action == "delete-savepoint" else "triggered"
+
+    answer = post(monitor(folder), action, form)
+
+    assert answer.status_code == 422, answer.text[:2000]
+    error = text_of(answer.text, "form-error")
+    assert error.startswith(f"not {verb}: {expected}"), error
+    _no_server_path(answer.text, rt, tmp_path)
+
+
+def test_a_savepoint_with_nothing_to_capture_is_refused_without_a_server_path(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = files_pipeline(tmp_path, folder, 0)
+    answer = post(monitor(folder), "savepoint", {"name": "first"})
+    assert answer.status_code == 422 and "nothing to capture" in answer.text
+    _no_server_path(answer.text, rt, tmp_path)
+
+
+def test_error_pages_and_the_last_refusal_show_no_server_path(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = history(tmp_path, folder)
+    client = monitor(folder)
+    # a refusal as `plan` recorded it before refusals left the storage out
+    store = rt.repo.store.uri()
+    rt.repo.record_refusal("manual__old", f"epoch: no committed checkpoint 99 in {store}; "
+                           "restorable committed epochs are 1..2, 5", 1)  # fmt: skip
+    page = client.get(f"/pipelines/{DAG}").text
+    shown = re.search(r'<div id="last-refusal">.*?<div class="errtext">(.*?)</div>', page, re.S)
+    assert shown and html.unescape(shown[1]) == (
+        "epoch: no committed checkpoint 99 in the checkpoint store; restorable committed "
+        "epochs are 1..2, 5"
+    )
+    _no_server_path(page, rt, tmp_path)
+    for answer, status in (
+        (client.get("/pipelines/sluice__nope"), 404),
+        (post(client, "restore", {"epoch": "2"}), 400),
+    ):
+        assert answer.status_code == status, answer.text[:2000]
+        _no_server_path(answer.text, rt, tmp_path)
+
+    # storage that cannot be read: a manifest that fails its checksum
+    manifest = tmp_path / NAME / "ckpt" / NAME / "epochs" / f"{5:012d}" / "checkpoint.json"
+    manifest.write_text(manifest.read_text().replace('"epoch": 5', '"epoch": 6'))
+    failed = monitor(folder, errors=False).get(f"/pipelines/{DAG}")
+    assert failed.status_code == 500, failed.text[:2000]
+    reason = text_of(failed.text, "error")
+    assert "checksum mismatch" in reason and "epochs/000000000005/checkpoint.json" in reason
+    _no_server_path(failed.text, rt, tmp_path)
+    overview = monitor(folder).get("/").text
+    assert "checksum mismatch" in overview
+    _no_server_path(overview, rt, tmp_path)
+
+
+# -- after an action: the triggered run is in flight until the store shows it -----------------
+
+RUN = "manual__2026-11-27T10:00:00.123456+00:00"
+
+
+def _page_after(client: TestClient, answer: Any) -> str:
+    assert answer.status_code == 303, answer.text[:2000]
+    return str(answer.headers["location"]).removeprefix("../")
+
+
+def _health(page: str) -> str:
+    """The health card's text: its state, then what it says."""
+    card = re.search(r'<div class="card" data-card="health">(.*?)</div>', page, re.S)
+    assert card, page[:3000]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", card[1])).split())
+
+
+def test_a_confirmed_rewind_is_in_flight_at_once_and_the_page_refreshes_until_it_commits(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import sluice.airflow.monitor as app
+
+    rt = files_pipeline(tmp_path, folder, 4)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    sent: list[dict[str, Any]] = []
+
+    def trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str, str]:
+        sent.append(conf)
+        return True, f"triggered run {RUN} with conf {conf}", RUN
+
+    monkeypatch.setattr(app, "_trigger", trigger)
+    client = monitor(folder)
+    before = client.get(f"/pipelines/{DAG}").text
+    assert _health(before).startswith("health caught up no input waiting")
+    assert "location.reload" not in before
+    ask = post(client, "restore", {"kind": "checkpoint", "epoch": "2"})
+    token = re.search(r'name="confirm" value="([0-9a-f]{32})"', ask.text)
+    assert token
+
+    # confirmed: the run exists in Airflow, nothing of it in the store yet
+    page = _page_after(client, post(client, "restore", {"kind": "checkpoint", "epoch": "2",
+                                                        "confirm": token[1]}))  # fmt: skip
+    assert sent == [{"restore_from": "checkpoint", "epoch": 2, "expect_latest": 4}]
+    shown = client.get(f"/pipelines/{page}").text
+    health = text_of(shown, "message")  # the banner says what was triggered
+    assert health.startswith(f"triggered run {RUN}") and "retracts epochs 3..4" in health
+    assert _health(shown).startswith("health ok last commit ")
+    assert _health(shown).endswith(f"; run {RUN} requested")
+    live = text_of(shown, "live")
+    assert live.startswith(f"Run {RUN} was triggered") and "refreshes every 10 s" in live
+    assert "location.reload" in shown
+
+    # the run plans the rewind (epoch 5): in flight as any epoch
+    run_rt = dataclasses.replace(rt, run_id=RUN)
+    request = RunRequest.from_conf(NAME, sent[0])
+    options = request.resolve(run_rt)
+    assert options.plan(run_rt, max_units=1) is not None
+    shown = client.get(f"/pipelines/{page}").text
+    assert text_of(shown, "live").startswith("Epoch 5 is planned")
+    assert "location.reload" in shown
+
+    # it commits (the replay read file 3 of 4: one waits again), nothing refreshes
+    commit_epoch_rows(run_rt, (5, 0, 0), options)
+    shown = client.get(f"/pipelines/{page}").text
+    assert re.fullmatch(r"health ok last commit \d+s ago", _health(shown)), _health(shown)
+    assert "location.reload" not in shown
+    assert 'id="live"' not in shown and 'id="lost-run"' not in shown
+
+
+def test_a_triggered_run_stops_being_awaited_once_refused_or_overdue(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    rt = files_pipeline(tmp_path, folder, 2)
+    commit_epoch_rows(rt, (1, 0, 0))
+    commit_epoch_rows(rt, (1, 0, 0))
+    client = monitor(folder)
+    now = time.time()
+    waiting = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 5}).text
+    assert "location.reload" in waiting and text_of(waiting, "live").startswith(f"Run {RUN}")
+
+    overdue = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 3600}).text
+    assert "location.reload" not in overdue  # checkpoint.timeout is 10 minutes
+    assert "the checkpoint store shows nothing of it" in text_of(overdue, "lost-run")
+
+    rt.repo.record_refusal(RUN, "expect_latest: the latest committed epoch is now 3, not 2", 1)
+    refused = client.get(f"/pipelines/{DAG}", params={"run": RUN, "at": now - 5}).text
+    assert "location.reload" not in refused and 'id="live"' not in refused
+    assert "expect_latest: the latest committed epoch is now 3" in refused
+
+
+# -- counts read as English ------------------------------------------------------------------
+
+
+def test_one_of_anything_is_singular_on_the_pages(
+    monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
+) -> None:
+    from sluice.monitor_charts import charts
+    from sluice.words import count
+
+    rt = files_pipeline(tmp_path, folder, 5)
+    for rows in ROWS:
+        commit_epoch_rows(rt, rows)
+    client = monitor(folder)
+    page = client.get(f"/pipelines/{DAG}").text
+    assert text_of(page, "capture") == "captures epoch 5 (the run first processes the 1 new file)"
+    lag = re.search(r'data-card="lag">lag<b>(.*?)</b><small>(.*?)</small>', page)
+    assert lag and lag.groups() == ("1", "file not yet in a committed epoch")
+    overview = client.get("/").text
+    assert re.search(r'<div class="sub">1 pipeline; health:', overview)
+    assert "<td>1 file</td>" in overview
+
+    (tmp_path / NAME / "in" / "part-0005.jsonl").write_bytes(b"")
+    page = client.get(f"/pipelines/{DAG}").text
+    assert "the 2 new files)" in text_of(page, "capture")
+    assert "<td>2 files</td>" in client.get("/").text
+
+    rows = [{"epoch": 1, "committed_at": 10.0, "state_rows": 1, "watermark_us": None}]
+    assert charts(rows)[2].legend_text == "last 1 row"
+    rows[0]["state_rows"] = 2
+    assert charts(rows)[2].legend_text == "last 2 rows"
+    assert [count(n, "epochs") for n in (0, 1, 2, 1200)] == [
+        "0 epochs", "1 epoch", "2 epochs", "1,200 epochs"]  # fmt: skip

@@ -28,6 +28,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from sluice.airflow.monitor import create_app
+from sluice.operators.watermarks import WatermarkState
 from sluice.protocol import AttemptRecord, AttemptStatus, commit_epoch, plan_epoch
 from sluice.protocol.model import EpochResult, EpochStats, Plan, Restore
 from sluice.protocol.process import Compute, process_attempt
@@ -334,16 +335,22 @@ class History:
             process_attempt(self.rt, cast(Compute, _Failing(error)))
 
     def commit(self, *, late: int = 0, dead: int = 0, rewind_to: int | None = None,
-               spark_s: float = 2.0, wait_s: float = 5.0) -> int:  # fmt: skip
+               spark_s: float = 2.0, wait_s: float = 5.0,
+               events: tuple[float, float] | None = None) -> int:  # fmt: skip
         """One epoch: planned, ``wait_s`` until process starts, ``spark_s`` of process, a
-        second to commit; returns it."""
+        second to commit; returns it. ``events``: (newest event time read so far, watermark),
+        in seconds since the epoch (else it read no event time)."""
         plan = self.plan(rewind_to)
         self.now += wait_s
         record = self.start(plan.epoch)
         self.now += spark_s
         stats = EpochStats(records_read=10 + late + dead, accepted=10, late=late, dead=dead,
                            windows_emitted=3, input_units=1)  # fmt: skip
-        result = EpochResult(stats, plan.watermark, None, plan.state, (), spark_s)
+        watermark, mark_us = plan.watermark, None
+        if events is not None:
+            watermark = WatermarkState({"": int(events[0] * 1e6)})
+            mark_us = int(events[1] * 1e6)
+        result = EpochResult(stats, watermark, mark_us, plan.state, (), spark_s)
         self.rt.repo.update_attempt(record.moved_to(AttemptStatus.PREPARED, self.now,
                                                     result=result))  # fmt: skip
         self.now += 1.0
@@ -528,7 +535,7 @@ def test_a_broken_spec_shows_as_a_broken_row_and_errors_are_pages_without_server
     text = shown(answer.text, "id", "error") or ""
     assert text.startswith(
         "hello_world is not a Sluice pipeline: no spec in the monitor's "
-        "pipelines folder defines it (1 spec file(s) do not load"
+        "pipelines folder defines it (1 spec file does not load: see the overview)"
     ), text
     assert 'class="msg err"' in answer.text and str(tmp_path) not in answer.text
     assert "{" not in text
@@ -560,3 +567,38 @@ def test_the_bare_prefix_redirects_to_the_overview() -> None:
         assert (answer.status_code, answer.headers["location"]) == (307, "sluice/?x=1")
         assert client.get("/sluice/x").status_code == 404  # the app's, not the UI's
         assert client.get("/sluicey").json() == {"ui": "sluicey"}
+
+
+def _lag_chart(page: str) -> tuple[str, str, list[str]]:
+    """The watermark-lag chart: its legend, its y-axis unit and its tick labels."""
+    svg = re.search(r'<svg [^>]*data-chart="watermark lag at commit".*?</svg>', page, re.S)
+    assert svg, page[:3000]
+    texts = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg[0])]
+    unit = re.search(r'data-axis="y">([^<]*)<', svg[0])
+    assert unit
+    return texts[1], unit[1], texts[2:5]
+
+
+def test_the_watermark_lag_of_a_replay_is_against_the_newest_event_of_live_data_the_clock(
+    monitor: Callable[[Path], TestClient], tmp_path: Path, specs: Path
+) -> None:
+    day = 86_400.0
+    replay = History(tmp_path, specs, "replay", files=3)
+    for i in range(3):  # demo data: events 330 days old, a 5 s bound, one partition 4 s behind
+        newest = replay.now - 330.5 * day + 60 * i
+        replay.commit(events=(newest, newest - 5 - 4 * i))
+    live = History(tmp_path, specs, "live", files=2)
+    for behind in (30.0, 65.0):  # the watermark trails the commit (8 s after planning) so far
+        commit_at = live.now + 8
+        live.commit(events=(commit_at - behind + 5, commit_at - behind))
+    daily = History(tmp_path, specs, "daily", files=1, interval="1d")  # 3 d old: still live
+    daily.commit(events=(daily.now - 3 * day, daily.now - 3 * day - 60))
+    client = monitor(specs)
+
+    legend, unit, ticks = _lag_chart(client.get("/pipelines/sluice__replay").text)
+    assert legend == "last 13s behind the newest event (data 330d old)"
+    assert unit == "seconds" and ticks == ["0", "10", "20"]  # not 330 days
+    legend, unit, _ = _lag_chart(client.get("/pipelines/sluice__live").text)
+    assert (legend, unit) == ("last 65s behind the wall clock", "seconds")
+    page = client.get("/pipelines/sluice__daily").text
+    assert _lag_chart(page)[:2] == ("last 3d behind the wall clock", "days")

@@ -18,7 +18,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +192,46 @@ def test_the_tab_of_a_dag_that_is_not_a_pipeline_shows_a_styled_message(
         page.goto(f"{server.url}{path}")
         page.frame_locator("iframe").locator("#overview").wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "6-airflow-nav.png"))
+
+
+# An asset-triggered run's id, as Airflow 3 names it: the longest cell of a history row.
+LONG_RUN = "asset_triggered__2026-11-27T09:43:46.159733+00:00_2sLbyl8T"
+
+
+def _history_fits(frame: Any, epoch: int) -> None:
+    """The history table does not overflow its box, and the run cell of ``epoch`` shows the
+    run's type and time inside it (the id is its link's title)."""
+    table = frame.locator("#history")
+    scroll, client = table.evaluate(
+        "t => [t.parentElement.scrollWidth, t.parentElement.clientWidth]"
+    )
+    assert scroll <= client, f"the history is {scroll} px wide in a {client} px box"
+    cell = frame.locator(f'#history tr[data-epoch="{epoch}"] td').last
+    assert " ".join(cell.inner_text().split()) == "asset_triggered 2026-11-27 09:43:46"
+    assert cell.locator("a").get_attribute("title") == LONG_RUN
+    right, box_right = cell.evaluate(
+        "c => [c.getBoundingClientRect().right, c.closest('.scroll').getBoundingClientRect().right]"
+    )
+    assert right <= box_right + 0.5, f"the run cell ends at {right} px, its box at {box_right}"
+    assert cell.evaluate("c => c.scrollWidth <= c.clientWidth"), "the run id is cut"
+
+
+def test_the_history_and_its_run_column_fit_1280_px(monitor: Monitor) -> None:
+    h = History(monitor.root, monitor.pipelines, "long_runs", files=3)
+    h.rt = replace(h.rt, run_id=LONG_RUN)
+    for _ in range(3):
+        h.commit(late=1, dead=1)
+    page = monitor.page
+
+    page.goto(f"{monitor.base}/pipelines/{h.dag}")
+    _history_fits(page, 3)
+    monitor.no_overflow()
+    page.locator("#history").screenshot(path=str(ARTIFACTS / "7-history-1280.png"))
+
+    server = monitor.server  # in the DAG's Checkpoints tab, narrower than the window
+    wait_for(f"{h.dag} to be parsed", lambda: server.api("GET", f"/dags/{h.dag}").ok, 180)
+    page.goto(f"{server.url}/dags/{h.dag}/plugin/sluice_checkpoints")
+    frame = page.frame_locator("iframe")
+    frame.locator("#history").wait_for(timeout=60_000)
+    _history_fits(frame, 3)
+    page.screenshot(path=str(ARTIFACTS / "8-tab-history.png"), full_page=True)

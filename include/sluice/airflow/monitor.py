@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -40,6 +42,7 @@ from sluice.monitor import (
     HISTORY_ROWS,
     HistoryCache,
     PipelineView,
+    RequestedRun,
     pipeline_view,
     render_error,
     render_overview,
@@ -54,9 +57,11 @@ from sluice.monitor_actions import (
     restore_conf,
 )
 from sluice.monitor_catalog import PipelineCatalog, SpecEntry
+from sluice.monitor_text import public_text, server_places
 from sluice.protocol.exceptions import SavepointError
 from sluice.protocol.request import InvalidRunRequest, RunRequest
 from sluice.protocol.retention import delete_savepoint
+from sluice.words import count
 
 __all__ = ["SlashRedirect", "create_app"]
 
@@ -97,44 +102,61 @@ def create_app(pipelines_dir: str | Path) -> Any:
             )
         )
 
+    def places(dag: str | None = None) -> dict[str, str]:
+        """What pages say instead of server locations: those of ``dag``'s spec when it loads,
+        and the pipelines folder."""
+        try:
+            entry = catalog.pipelines().get(dag) if dag else None
+        except Exception:  # an error page must not fail on the folder
+            entry = None
+        return server_places(entry.spec if entry is not None else None, folder)
+
     def pipeline(dag: str) -> SpecEntry[Any, Any]:
         entries = catalog.pipelines()
         entry = entries.get(dag)
         if entry is None or not entry.loaded:
             broken = sum(1 for e in entries.values() if not e.loaded)
-            note = f" ({broken} spec file(s) do not load: see the overview)" if broken else ""
+            do = "does" if broken == 1 else "do"
+            note = f" ({count(broken, 'spec files')} {do} not load: see the overview)"
             raise HTTPException(404, f"{dag} is not a Sluice pipeline: no spec in the "
-                                     f"monitor's pipelines folder defines it{note}")  # fmt: skip
+                                     f"monitor's pipelines folder defines it"
+                                     f"{note if broken else ''}")  # fmt: skip
         return entry
 
-    def view(dag: str, user: Any) -> tuple[PipelineView, Path]:
+    def view(
+        dag: str, user: Any, requested: RequestedRun | None = None
+    ) -> tuple[PipelineView, Path]:
         if not allowed(user, dag, "GET"):
             raise HTTPException(403, f"you may not read DAG {dag}")
         entry = pipeline(dag)
         rt = catalog.runtime(entry)
-        return pipeline_view(rt, dag, cache=cache, spec_file=str(entry.path)), entry.path
+        page = pipeline_view(rt, dag, cache=cache, spec_file=str(entry.path), requested=requested)
+        return page, entry.path
 
     @app.get("/", response_class=HTMLResponse)
     def overview(user: User) -> str:
         views, broken = [], []
         for dag, entry in catalog.pipelines().items():
             if not entry.loaded:  # a broken spec hides nothing but itself
-                broken.append((entry.path.name, _public(entry.error or "", folder)))
+                broken.append((entry.path.name, public_text(entry.error or "", places())))
                 continue
             if not allowed(user, dag, "GET"):
                 continue
             try:
                 views.append(pipeline_view(catalog.runtime(entry), dag, cache=cache))
             except Exception as exc:
-                broken.append((dag, _public(f"{type(exc).__name__}: {exc}", folder)))
+                where = server_places(entry.spec, folder)
+                broken.append((dag, public_text(f"{type(exc).__name__}: {exc}", where)))
         return render_overview(views, broken)
 
     @app.get("/pipelines/{dag}", response_class=HTMLResponse)
     def pipeline_page(
         dag: str, user: User, message: str | None = None, error: str | None = None,
-        all: bool = False,
+        all: bool = False, run: str | None = None, at: float | None = None,
     ) -> str:  # fmt: skip
-        page, _ = view(dag, user)
+        """``run``, ``at``: the run an action triggered, and when (in flight until the
+        checkpoint store shows it)."""
+        page, _ = view(dag, user, RequestedRun(run, at) if run and at is not None else None)
         limit = None if all else HISTORY_ROWS
         can_act = allowed(user, dag, "POST")
         return _render_pipeline(page, can_act=can_act, message=message, error=error,
@@ -174,7 +196,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
 
     def refused(dag: str, user: Any, heading: str, form: str, exc: InvalidRunRequest,
                 value: Any, *, verb: str = "triggered") -> HTMLResponse:  # fmt: skip
-        error = f"not {verb}: " + "; ".join(exc.problems)
+        error = public_text(f"not {verb}: " + "; ".join(exc.problems), places(dag))
         return action_page(dag, user, heading, error=error, status=422, form=form,
                            value="" if value is None else value)  # fmt: skip
 
@@ -188,10 +210,10 @@ def create_app(pipelines_dir: str | Path) -> Any:
             conf, taken = check_savepoint(rt, name)
         except InvalidRunRequest as exc:
             return refused(dag, user, "Take a savepoint", "take-savepoint", exc, name)
-        ok, text = _trigger(request, dag, conf)
+        ok, text, run = _trigger(request, dag, conf)
         if ok:
             text += f"; savepoint {name!r} will capture {taken.text}"
-        return _back(dag, ok, text)
+        return _back(dag, ok, public_text(text, places(dag)), run)
 
     @app.post("/pipelines/{dag}/restore")
     def restore(
@@ -222,8 +244,9 @@ def create_app(pipelines_dir: str | Path) -> Any:
             return action_page(dag, user, f"{heading}: confirm", error=stale,
                                status=409 if stale else 200, retraction=retraction,
                                fields=fields)  # fmt: skip
-        ok, text = _trigger(request, dag, retraction.conf)
-        return _back(dag, ok, f"{text}: {retraction.outcome}" if ok else text)
+        ok, text, run = _trigger(request, dag, retraction.conf)
+        text = f"{text}: {retraction.outcome}" if ok else text
+        return _back(dag, ok, public_text(text, places(dag)), run)
 
     @app.post("/pipelines/{dag}/delete-savepoint")
     def remove_savepoint(
@@ -246,22 +269,24 @@ def create_app(pipelines_dir: str | Path) -> Any:
         try:
             delete_savepoint(rt, name)
         except SavepointError as exc:
-            return _back(dag, False, f"not deleted: {exc}")
+            return _back(dag, False, public_text(f"not deleted: {exc}", places(dag)))
         _log.info("user %s deleted savepoint %r (epoch %d) of pipeline %s", _name(user), name,
                   deletion.savepoint.epoch, rt.name)  # fmt: skip
         return _back(dag, True, f"deleted savepoint {name!r} (epoch {deletion.savepoint.epoch})")
 
-    _error_pages(app, folder)
+    _error_pages(app, places)
     return app
 
 
-def _error_pages(app: Any, folder: Path) -> None:
+def _error_pages(app: Any, places: Callable[[str | None], dict[str, str]]) -> None:
     """Refusals and failures of the pages as a styled page (the Airflow tab shows it), never
-    with a server path; the JSON API keeps FastAPI's JSON answers."""
+    with a server path (``places(dag)``: what to say instead); the JSON API keeps FastAPI's
+    JSON answers."""
 
     def page(request: Request, status: int, message: str, headers: Any = None) -> Response:
         root = request.scope.get("root_path", "")
-        return HTMLResponse(render_error(status, _public(message, folder), overview=f"{root}/"),
+        shown = public_text(message, places(request.path_params.get("dag")))
+        return HTMLResponse(render_error(status, shown, overview=f"{root}/"),
                             status_code=status, headers=headers)  # fmt: skip
 
     def is_api(request: Request) -> bool:
@@ -286,13 +311,6 @@ def _error_pages(app: Any, folder: Path) -> None:
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> Response:
         return page(request, 500, f"{type(exc).__name__}: {exc}")
-
-
-def _public(message: str, folder: Path) -> str:
-    """``message`` without the server's pipelines folder (a spec is named by its file)."""
-    for prefix in {str(folder.resolve()), str(folder)}:
-        message = message.replace(prefix + os.sep, "").replace(prefix, "the pipelines folder")
-    return message
 
 
 class SlashRedirect:
@@ -332,10 +350,14 @@ def _runtime(path: Path) -> Any:
     return runtime_for(str(path), None)  # what the DAG's tasks open (connections included)
 
 
-def _back(dag: str, ok: bool, text: str) -> RedirectResponse:
-    """To the pipeline's page, with ``text`` as its message (or error) banner."""
-    back = f"../{quote(dag, safe='')}?{urlencode({'message' if ok else 'error': text})}"
-    return RedirectResponse(back, status_code=303)
+def _back(dag: str, ok: bool, text: str, run: str | None = None) -> RedirectResponse:
+    """To the pipeline's page, with ``text`` as its message (or error) banner; ``run``: the
+    run just triggered, which that page shows in flight (and refreshes for) until the
+    checkpoint store shows it."""
+    query: dict[str, Any] = {"message" if ok else "error": text}
+    if run is not None:
+        query.update(run=run, at=f"{time.time():.3f}")
+    return RedirectResponse(f"../{quote(dag, safe='')}?{urlencode(query)}", status_code=303)
 
 
 def _whole(text: str | None) -> Any:
@@ -375,8 +397,9 @@ def _token(request: Any) -> str:
     return str(request.cookies.get(COOKIE_NAME_JWT_TOKEN, ""))
 
 
-def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
-    """Trigger ``dag`` with ``conf`` through Airflow's REST API as the requesting user."""
+def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str, str | None]:
+    """Trigger ``dag`` with ``conf`` through Airflow's REST API as the requesting user:
+    (triggered, what to tell the user, the new run's id)."""
     import httpx
     from airflow.configuration import conf as airflow_conf
 
@@ -391,15 +414,16 @@ def _trigger(request: Any, dag: str, conf: dict[str, Any]) -> tuple[bool, str]:
             timeout=TRIGGER_TIMEOUT_S,
         )
     except httpx.HTTPError as exc:
-        return False, f"not triggered: Airflow's REST API did not answer ({type(exc).__name__})"
+        text = f"not triggered: Airflow's REST API did not answer ({type(exc).__name__})"
+        return False, text, None
     if response.status_code in (200, 201):
         run = response.json().get("dag_run_id")
-        return True, f"triggered run {run} with conf {conf}"
+        return True, f"triggered run {run} with conf {conf}", str(run) if run else None
     try:
         detail = response.json().get("detail", response.text)
     except ValueError:
         detail = response.text
-    return False, f"Airflow refused the trigger ({response.status_code}): {detail}"
+    return False, f"Airflow refused the trigger ({response.status_code}): {detail}", None
 
 
 def default_pipelines_dir(repo_root: Path) -> Path:

@@ -35,6 +35,7 @@ from sluice.airflow.factory import (
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.serve import DEFAULT_PORT
 from sluice.spec import PipelineSpec, SpecError, load_spec
+from sluice.words import count
 
 __all__ = [
     "ensure_pools",
@@ -134,11 +135,11 @@ def seed_inputs(pipelines_dir: Path) -> list[str]:
         store = open_store(source.path, s3=spec.s3)
         existing = store.list()
         if existing:
-            done.append(f"{spec.name}: kept the {len(existing)} files in {store.uri()}")
+            done.append(f"{spec.name}: kept the {count(len(existing), 'files')} in {store.uri()}")
             continue
         for name, body in files:
             store.put(name, body)
-        done.append(f"{spec.name}: wrote {len(files)} files to {store.uri()}")
+        done.append(f"{spec.name}: wrote {count(len(files), 'files')} to {store.uri()}")
     return done
 
 

@@ -16,6 +16,11 @@ asset-triggered run. So:
 * a plan whose run ended without committing (it failed) is work too: the next run replays it.
 
 Manual runs (the trigger form, rewinds, savepoints, ``dag.test``) are unaffected.
+
+The triggerer runs every trigger on one event loop, so nothing here may block it: each look
+(the checkpoint store, the source's listing, building the runtime) and each DagRun count runs
+in a worker thread (``asyncio.to_thread``), and this module imports nothing heavy, since
+Airflow imports it on that loop (the engine is imported by the first look, in its thread).
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from sluice.protocol import Runtime
+if TYPE_CHECKING:
+    from sluice.protocol import Runtime
 
 __all__ = ["BUSY_POLL_S", "RUN_APPEARS_S", "NewInputTrigger", "work_waiting"]
 
@@ -99,24 +105,29 @@ class NewInputTrigger(BaseEventTrigger):
             await self._wait_for_run(before)
 
     def _look(self) -> str | None:
-        """:func:`work_waiting` of the pipeline; a failure to look is logged, not fatal (the
-        trigger looks again next interval)."""
-        from sluice.airflow.tasks import runtime_for  # not at import: the triggerer imports us
-
+        """:func:`work_waiting` of the pipeline (in a worker thread: it reads storage); a
+        failure to look is logged, not fatal (the trigger looks again next interval)."""
         try:
-            return work_waiting(runtime_for(self.spec_path, None))
+            return work_waiting(self._runtime())
         except Exception:
             log.exception("%s: could not look for new input in %s", self.dag_id, self.spec_path)
             return None
 
+    def _runtime(self) -> Runtime:
+        """The pipeline's runtime, as its tasks open it (connections from Airflow)."""
+        from sluice.airflow.tasks import runtime_for  # the engine: in the thread, not on the loop
+
+        return runtime_for(self.spec_path, None)
+
     async def _runs(self, states: list[str] | None) -> int:
-        """How many runs of the DAG are in ``states`` (None: in any state)."""
+        """How many runs of the DAG are in ``states`` (None: in any state), counted in a
+        worker thread (a request to the API server)."""
+        return await asyncio.to_thread(self._count_runs, states)
+
+    def _count_runs(self, states: list[str] | None) -> int:
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
-        count = await asyncio.to_thread(
-            RuntimeTaskInstance.get_dr_count, self.dag_id, None, None, states
-        )
-        return int(count)
+        return int(RuntimeTaskInstance.get_dr_count(self.dag_id, None, None, states))
 
     async def _wait_for_run(self, before: int) -> None:
         """Until the DAG has more runs than ``before`` (the one asked for), at most

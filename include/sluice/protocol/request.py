@@ -383,8 +383,8 @@ class RunRequest(BaseModel):
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             shown = ", ".join(missing[:5]) + more
             problems.append(
-                f"on_missing_offsets: source {rt.source.location} no longer has input that "
-                f"epochs {epoch_ranges(live)} read ({shown}); replaying without it would change "
+                f"on_missing_offsets: the source no longer has input that epochs "
+                f"{epoch_ranges(live)} read ({shown}); replaying without it would change "
                 "the output silently. Put it back, or set on_missing_offsets=earliest to "
                 "replay what is still there (the gap is recorded in the plan)"
             )
@@ -415,10 +415,7 @@ class RunRequest(BaseModel):
         if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
             raise InvalidRunRequest(
                 rt.name,
-                [
-                    f"{field}: no committed checkpoint {epoch} in {rt.repo.store.uri()}; "
-                    + _restorable(rt)
-                ],
+                [f"{field}: no committed checkpoint {epoch}; " + _restorable(rt)],
             )
         return latest
 

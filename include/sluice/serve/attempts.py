@@ -39,6 +39,7 @@ from sluice.serve.model import (
 )
 from sluice.serve.security import connection_secrets, redact
 from sluice.spark import configure_s3, s3a_conf
+from sluice.words import count
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -179,8 +180,9 @@ class AttemptRegistry:
                        f"{running.request.epoch}, run {running.request.run_id}) is still "
                        "running; wait for it or cancel it", 409, running)  # fmt: skip
         if len(self._running) >= self.max_running:
-            raise Busy(f"pipeline {name!r}: {len(self._running)} attempts are running, the "
-                       f"most this server runs at once (--max-running)", 429)  # fmt: skip
+            running_now = count(len(self._running), "attempts")
+            raise Busy(f"pipeline {name!r}: {running_now} running, the most this server runs "
+                       "at once (--max-running)", 429)  # fmt: skip
         wanted = s3a_conf(attempt.spec.s3)
         if wanted != self._s3:
             if self._running:

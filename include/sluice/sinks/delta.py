@@ -350,9 +350,9 @@ class DeltaSink(Sink):
                 if txn and txn.get("appId") == self.app_id and int(txn["version"]) > epoch:
                     if version > 0 and commits[0][0] > version - 1:
                         raise DeltaSinkError(
-                            f"pipeline {self.pipeline}, sink {self.name}: the Delta log of "
-                            f"{self.store.uri()} no longer has version {version - 1} (the "
-                            f"table as of epoch {epoch}); its output cannot be retracted",
+                            f"pipeline {self.pipeline}, sink {self.name}: the table's Delta "
+                            f"log no longer has version {version - 1} (the table as of epoch "
+                            f"{epoch}); its output cannot be retracted",
                             pipeline=self.pipeline,
                             sink=self.name,
                             epoch=epoch,

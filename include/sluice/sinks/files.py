@@ -173,8 +173,8 @@ class FilesSink(Sink):
         spanning = sorted(k for k, first, last in _epoch_files(self.store) if first <= after < last)
         if spanning:
             return (
-                f"sink {self.name!r}: the compacted file {spanning[0]} in {self.store.uri()} holds "
-                f"epochs on both sides of {after}, so their output cannot be retracted apart "
+                f"sink {self.name!r}: the compacted file {spanning[0]} holds epochs on both "
+                f"sides of {after}, so their output cannot be retracted apart "
                 "(rewind to an epoch outside the compacted ranges)"
             )
         return None

@@ -112,7 +112,7 @@ class Source(ABC):
     @abstractmethod
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...
 
-    unit_name = "units"
+    unit_name = "units"  # what pending_units counts, in the plural (one: without the final "s")
 
     def pending_units(self, start: Offset) -> int | None:
         """How many units are available after ``start`` now (None: unknown or unbounded);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sluice.exceptions import SluiceError
+from sluice.words import count
 
 __all__ = ["FileBehindOffset", "KafkaOffsetsGone", "KafkaSourceError", "SourceError"]
 
@@ -44,7 +45,7 @@ class KafkaOffsetsGone(KafkaSourceError):
         self.missing = missing
         self.what = what
         listed = "; ".join(
-            f"topic {t} partition {p}: offsets {lo}..{hi - 1} ({hi - lo} records)"
+            f"topic {t} partition {p}: offsets {lo}..{hi - 1} ({count(hi - lo, 'records')})"
             for t, p, lo, hi in missing
         )
         super().__init__(
