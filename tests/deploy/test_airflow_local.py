@@ -8,8 +8,8 @@ serve` with its Spark JVM and Python workers) is collected; each must be on 127.
 Airflow's log servers used to listen on 0.0.0.0 and [::] (the scheduler's and the triggerer's).
 Then `make airflow-stop` must leave no process of those trees behind.
 
-make chaos (slow): 108-124 s on this project's 2-core machine under load (a whole Airflow,
-the server's JVM and one epoch).
+make test-extended (and .ci/run): 108-124 s on this project's 2-core machine under load (a
+whole Airflow, the server's JVM and one epoch).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ START_TIMEOUT_S = 420
 EPOCH_TIMEOUT_S = 300
 POLL_S = 0.5
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.extended
 
 
 def is_loopback(host: str) -> bool:
