@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins bench
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jvm jars kafka-jars flink-venv bench bench-quick run test test-extended chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jvm jars kafka-jars flink-venv bench bench-quick run test test-extended flake-hunt chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
@@ -21,6 +21,7 @@ help:
 	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
 	@echo "make test-extended  the rest of the fence (marked extended): Spark copies of cases the in-memory"
 	@echo "                protocol suite covers, the whole backend x sink contract matrix; .ci/run runs it after make test"
+	@echo "make flake-hunt make test's Kafka, Airflow, serve and faults folders FLAKE_ROUNDS (5) times, two at once"
 	@echo "make chaos      the slow suites (every point of every crash matrix, the rest of the window matrix), then make soak"
 	@echo "make soak       SOAK_EPOCHS (300) qos-2 epochs under random crashes, races and S3 faults; prints duplicates and losses"
 	@echo "                SOAK_MODE=warm: SOAK_EPOCHS (1000) through one sluice serve within SOAK_MINUTES (120), heap/threads flat"
@@ -98,6 +99,12 @@ test: $(TEST_SETUP)
 test-extended: $(TEST_SETUP)
 	$(BIN)/pytest -m "extended and not slow" -n $(TEST_WORKERS) --dist loadfile \
 	  --no-loadscope-reorder $(PYTEST_ARGS)
+
+# make test's Kafka, Airflow, serve and faults folders FLAKE_ROUNDS times each, two pytest runs at
+# once (each under the other's load); a failed run keeps its basetemp (scripts/flake-hunt.sh).
+FLAKE_ROUNDS ?= 5
+flake-hunt: $(TEST_SETUP)
+	scripts/flake-hunt.sh $(FLAKE_ROUNDS)
 
 chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check
 	$(BIN)/pytest -m slow
