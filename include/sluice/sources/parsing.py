@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 
 from sluice.operators.sqltext import lit, quote
 from sluice.sources.base import SPARK_TYPES
+from sluice.sources.exact_files import read_exact
 from sluice.sources.footers import ddl
 from sluice.spark import context_cache
 
@@ -52,6 +53,7 @@ Schema = tuple[tuple[str, str], ...]
 
 _TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 _CORRUPT = "_corrupt"
+_LINES = {"lineSep": "\n"}
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 # Types Spark's typed JSON parsing may take as they come: for these it accepts only what the
@@ -243,9 +245,9 @@ def parse_parquet(
     Spark infers them, merging every file's schema."""
     paths = [f.read for f in index]
     if stored is None:
-        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+        frame = read_exact(spark, "parquet", paths, {"mergeSchema": "true"})
     else:
-        frame = spark.read.schema(ddl(stored)).parquet(*paths)
+        frame = read_exact(spark, "parquet", paths, schema=ddl(stored))
     stored = dict(frame.dtypes)
     columns: dict[str, tuple[str | None, str]] = {}  # name -> (text or None, typed), as SQL
     for column, kind in schema:
@@ -330,7 +332,7 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
     is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
-    texts = spark.read.option("lineSep", "\n").text([f.read for f in index])
+    texts = read_exact(spark, "text", [f.read for f in index], _LINES)
     path = F.col("_metadata.file_path")
     info = _line_info(spark, _lines_before(spark, texts, index))
     numbered = texts.select(
@@ -440,8 +442,7 @@ def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[s
         counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
         counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
         blocks = (
-            counting.read.option("lineSep", "\n")
-            .text(sorted(readable.get(p, p) for p in split))
+            read_exact(counting, "text", sorted(readable.get(p, p) for p in split), _LINES)
             .groupBy(
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("start"),
