@@ -7,22 +7,28 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import urllib.parse
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sluice.protocol import run_epoch
-from sluice.sources import FilesSource
-from sluice.spec import FilesSourceConfig
+import yaml
+from sluice.cli import main as cli_main
+from sluice.protocol import plan_epoch, run_epoch
+from sluice.sources import FilesSource, UnreadableFileNames
+from sluice.spec import FilesSourceConfig, parse_spec
 
 from tests.fixtures.pipelines import (
     Workspace,
     assert_click_output_exact,
     click_reference,
     click_spec,
+    click_spec_dict,
     runtime,
 )
 
@@ -123,3 +129,47 @@ def test_awkward_names_through_a_pipeline(spark: Any, workspace: Workspace) -> N
     reference = click_reference(files)
     assert reference.dead and reference.late
     assert_click_output_exact(spec, reference)
+
+
+def test_a_name_no_reader_can_open_stops_planning_naming_it(
+    spark: Any, local_workspace: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local name whose bytes are not UTF-8 (a Latin-1 'é'): Hadoop's paths are Java
+    strings, so no reader opens it. The epoch that would read it is not planned, with one
+    line naming pipeline, epoch and file (never a stack trace, never skipped)."""
+    ws = local_workspace
+    ws.put_files([("a.jsonl", _body(1, "jsonl")), ("c.jsonl", _body(3, "jsonl"))])
+    root = Path(urllib.parse.urlparse(ws.uri("in")).path)
+    bad = os.fsencode(root) + b"/b-caf\xe9.jsonl"
+    Path(os.fsdecode(bad)).write_bytes(_body(2, "jsonl"))
+    body = click_spec_dict(ws)
+    body["source"]["max_files_per_epoch"] = 1
+    spec_file = tmp_path / "clicks.yaml"
+    spec_file.write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    outcome = run_epoch(runtime(spec), spark)
+    assert outcome is not None and outcome.checkpoint.plan.source_range["files"] == ["a.jsonl"]
+
+    with pytest.raises(UnreadableFileNames) as refused:
+        plan_epoch(runtime(spec))
+    message = (
+        f"pipeline clicks: epoch 2 cannot be planned: {ws.uri('in')}: 1 file name(s) cannot be "
+        "read: 'b-caf\\xe9.jsonl' (the name is not valid UTF-8). They are not skipped: rename "
+        "them (or move them out of the source path), then run again"
+    )
+    assert str(refused.value) == message
+    error = refused.value
+    assert (error.pipeline, error.epoch, error.files) == (
+        "clicks",
+        2,
+        [os.fsdecode(b"b-caf\xe9.jsonl")],
+    )
+    assert runtime(spec).repo.plan(2) is None
+    assert cli_main(["plan", str(spec_file)]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+    os.rename(bad, root / "b-cafe.jsonl")  # renamed, it is read in its turn
+    rt = runtime(spec)
+    assert [run_epoch(rt, spark) is not None for _ in range(3)] == [True, True, False]
+    files = [rt.repo.checkpoint(e).plan.source_range["files"] for e in (1, 2, 3)]  # type: ignore[union-attr]
+    assert files == [["a.jsonl"], ["b-cafe.jsonl"], ["c.jsonl"]]
