@@ -36,7 +36,13 @@ from sluice.spark import context_cache
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["parse_csv_lines", "parse_json_frame", "parse_json_lines", "parse_parquet"]
+__all__ = [
+    "parse_csv_lines",
+    "parse_json_frame",
+    "parse_json_lines",
+    "parse_parquet",
+    "valid_utf8",
+]
 
 
 class IndexedFile(NamedTuple):
@@ -176,22 +182,32 @@ def parse_json_frame(
     overrides: dict[str, Column] | None = None,
     keep: tuple[str, ...] = ("_kp",),
     parse: bool = True,
+    valid_utf8: str | None = None,
 ) -> DataFrame:
     """JSON records already in a frame (``_file``, ``_major``, ``_line``, ``_raw``; e.g. Kafka
-    values). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
+    values), by the text rules of JSON lines: one JSON object, nothing after it but whitespace
+    (``malformed: text after the JSON object``), and, with ``valid_utf8`` (a boolean column of
+    ``frame``: were the record's bytes valid UTF-8, by :func:`valid_utf8`), valid UTF-8 first
+    (``malformed: not valid UTF-8``; ``_raw`` should then hold the text with its bad bytes
+    replaced). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
     timestamp) instead of the JSON; ``keep`` columns of ``frame`` are passed through. Without
     ``parse`` the value is not JSON and every column comes from ``overrides``."""
     text_schema = _text_schema(schema)
     parsed = F.from_json(
         "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     )
+    malformed: list[Column] = []
     if parse:
         lines = frame.withColumn("_j", parsed)
+        if valid_utf8 is not None:
+            malformed.append(F.when(~F.col(valid_utf8), F.lit(NOT_UTF8)))
         bad = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
-        lines = lines.withColumn("_bad", bad)
+        lines = lines.withColumn("_bad", bad)  # before ``overrides`` replace ``_j``
+        malformed.append(F.when(F.col("_bad"), F.lit(NOT_AN_OBJECT)))
+        trailing = _json_trailing(frame.sparkSession, F.col("_raw"))
+        malformed.append(F.when(trailing, F.lit(TRAILING_TEXT)))
     else:  # every column comes from ``overrides``: nothing to parse, nothing malformed
         lines = frame.withColumn("_j", F.struct(F.lit(None).alias(_CORRUPT)))
-        lines = lines.withColumn("_bad", F.lit(False))
     if overrides:
         fields = [
             overrides[c].alias(c) if c in overrides else F.col(f"_j.`{c}`").alias(c)
@@ -199,7 +215,14 @@ def parse_json_frame(
         ]
         lines = lines.withColumn("_j", F.struct(*fields))
     keep = tuple(c for c in keep if c in frame.columns)
-    return _typed(lines, schema, required, F.col("_bad"), "not a JSON object", keep)
+    return _typed(lines, schema, required, malformed, keep)
+
+
+def valid_utf8(spark: SparkSession, data: Column) -> Column:
+    """Whether the bytes ``data`` are well-formed UTF-8, by the rule the files source applies
+    to every line (the helper jar's ``LineInfo``); null for null."""
+    jvm: Any = spark.sparkContext._jvm
+    return _column(jvm.io.sluice.spark.JsonBytes.validUtf8Column(_java(data)))
 
 
 def parse_csv_lines(
@@ -480,14 +503,12 @@ def _typed(
     frame: DataFrame,
     schema: Schema,
     required: tuple[str, ...],
-    malformed: Column,
-    malformed_reason: str,
+    malformed: list[Column],
     keep: tuple[str, ...] = (),
 ) -> DataFrame:
-    """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
-    values, error = _typed_columns(
-        schema, required, [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]
-    )
+    """Cast the text columns in ``_j`` to the schema and derive ``_error`` (``malformed``:
+    the reasons, in order, as in :func:`_typed_columns`)."""
+    values, error = _typed_columns(schema, required, malformed)
     return frame.select(
         F.lit("0").alias("_partition"),
         "_file",
