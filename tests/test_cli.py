@@ -215,3 +215,20 @@ def test_process_of_an_epoch_beyond_the_next_is_one_line_and_changes_nothing(
     assert tree(tmp_path / "ckpt") == before
     attempt = json_out(sluice("process", str(spec), "--epoch", "1", "--json"))
     assert attempt["epoch"] == 1 and attempt["status"] == "prepared"
+
+
+def test_the_process_job_refuses_an_epoch_beyond_the_next_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``spark-submit jobs/run_epoch.py --epoch N`` (the cold process task), in process."""
+    from sluice.jobs import process_job
+
+    spec = write_spec(tmp_path)
+    assert process_job(["--spec", str(spec), "--epoch", "2"]) == 2
+    assert capsys.readouterr().err == (
+        "sluice: error: pipeline cli_clicks: epoch 2 cannot be processed: the next epoch is 1 "
+        "(epochs run in order, each from the checkpoint before it). Process epoch 1 first "
+        "(sluice process SPEC without --epoch takes the next one; sluice plan SPEC plans it if "
+        "it has no plan); nothing was read or written\n"
+    )
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").rglob("*.json"))
