@@ -21,7 +21,9 @@ import yaml
 from sluice.cli import main as cli_main
 from sluice.protocol import plan_epoch, run_epoch
 from sluice.sources import FilesSource, UnreadableFileNames
+from sluice.sources.exact_files import read_exact
 from sluice.spec import FilesSourceConfig, parse_spec
+from sluice.storage import to_spark_uri
 
 from tests.fixtures.pipelines import (
     Workspace,
@@ -173,3 +175,16 @@ def test_a_name_no_reader_can_open_stops_planning_naming_it(
     assert [run_epoch(rt, spark) is not None for _ in range(3)] == [True, True, False]
     files = [rt.repo.checkpoint(e).plan.source_range["files"] for e in (1, 2, 3)]  # type: ignore[union-attr]
     assert files == [["a.jsonl"], ["b-cafe.jsonl"], ["c.jsonl"]]
+
+
+def test_the_exact_reader_refuses_a_missing_file_a_folder_and_a_repeat(
+    spark: Any, local_workspace: Workspace
+) -> None:
+    """Spark's file index skips a missing root path quietly; the exact reader names it."""
+    local_workspace.put_files([("a*.jsonl", b"x\n"), ("d/b.jsonl", b"y\n")])
+    store = local_workspace.store("in")
+    a, folder = to_spark_uri(store.uri("a*.jsonl")), to_spark_uri(store.uri("d"))
+    assert [r["value"] for r in read_exact(spark, "text", [a]).collect()] == ["x"]
+    for paths, times in (([a, a + "-gone"], 0), ([folder], 0), ([a, a], 2)):
+        with pytest.raises(Exception, match=f"was listed {times} times instead of once"):
+            read_exact(spark, "text", paths)
