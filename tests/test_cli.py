@@ -196,3 +196,39 @@ def test_step_without_plan_exits_2(tmp_path: Path, command: str) -> None:
     done = sluice(command, str(spec), check=False)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "error" in done.stderr
+
+
+def test_process_of_an_epoch_beyond_the_next_is_one_line_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    spec = write_spec(tmp_path)
+    sluice("plan", str(spec))
+    before = tree(tmp_path / "ckpt")
+    done = sluice("process", str(spec), "--epoch", "3", check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (
+        "error: pipeline cli_clicks: epoch 3 cannot be processed: the next epoch is 1 (epochs "
+        "run in order, each from the checkpoint before it). Process epoch 1 first (sluice "
+        "process SPEC without --epoch takes the next one; sluice plan SPEC plans it if it has "
+        "no plan); nothing was read or written\n"
+    )
+    assert tree(tmp_path / "ckpt") == before
+    attempt = json_out(sluice("process", str(spec), "--epoch", "1", "--json"))
+    assert attempt["epoch"] == 1 and attempt["status"] == "prepared"
+
+
+def test_the_process_job_refuses_an_epoch_beyond_the_next_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``spark-submit jobs/run_epoch.py --epoch N`` (the cold process task), in process."""
+    from sluice.jobs import process_job
+
+    spec = write_spec(tmp_path)
+    assert process_job(["--spec", str(spec), "--epoch", "2"]) == 2
+    assert capsys.readouterr().err == (
+        "sluice: error: pipeline cli_clicks: epoch 2 cannot be processed: the next epoch is 1 "
+        "(epochs run in order, each from the checkpoint before it). Process epoch 1 first "
+        "(sluice process SPEC without --epoch takes the next one; sluice plan SPEC plans it if "
+        "it has no plan); nothing was read or written\n"
+    )
+    assert not (tmp_path / "ckpt").exists() or not any((tmp_path / "ckpt").rglob("*.json"))

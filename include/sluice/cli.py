@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from sluice.exceptions import SluiceError
 
@@ -25,7 +26,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except SluiceError as exc:
-        errors.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+        # the message as text (a file name like "[x].jsonl" is not markup); soft_wrap: one
+        # line per line of the message, however long (logs, grep)
+        message = f"[bold red]error:[/] {escape(str(exc))}"
+        errors.print(message, highlight=False, markup=True, soft_wrap=True)
         return 2
 
 
@@ -51,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
         if step == "plan":
             cmd.add_argument("--max-files", type=int, default=None)
             cmd.add_argument("--allow-state-drop", action="store_true")
+        if step == "process":
+            cmd.add_argument(
+                "--epoch", type=int, default=None, help="must be the next epoch (the default)"
+            )
         if step == "commit":
             cmd.add_argument("--epoch", type=int, default=None)
             cmd.add_argument("--attempt", default=None)
@@ -179,13 +187,16 @@ def _run(args: argparse.Namespace) -> int:
 
 def _step(args: argparse.Namespace) -> int:
     from sluice.protocol import commit_epoch, plan_epoch, process_epoch
+    from sluice.protocol.process import refuse_beyond_next
 
     rt = _runtime(args.spec)
     result: Any
     if args.step == "plan":
         result = plan_epoch(rt, max_units=args.max_files, allow_state_drop=args.allow_state_drop)
     elif args.step == "process":
-        result = process_epoch(rt, _spark(rt))
+        if args.epoch is not None:  # refused before Spark starts (the attempt checks it too)
+            refuse_beyond_next(rt.name, rt.repo, args.epoch)
+        result = process_epoch(rt, _spark(rt), args.epoch)
     else:
         epoch = args.epoch or rt.repo.latest_epoch() + 1
         result = commit_epoch(rt, epoch, args.attempt)

@@ -51,9 +51,11 @@ def _parser() -> argparse.ArgumentParser:
 def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
     """The cold path: a new driver builds its session, ships the package, runs the attempt."""
     from sluice.pipeline import open_pipeline
+    from sluice.protocol.process import refuse_beyond_next
     from sluice.spark import spark_session
 
     rt = open_pipeline(spec_path, run_id=run_id)
+    refuse_beyond_next(rt.name, rt.repo, epoch)  # before a Spark session starts
     spark = spark_session(f"sluice-{rt.name}-epoch-{epoch}", s3=rt.spec.s3)
     return process_attempt(rt, spark, epoch, executor_sluice=ship_package(spark))
 

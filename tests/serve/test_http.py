@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -28,6 +29,7 @@ from sluice.serve.security import SpecRoots
 from sluice.serve.server import _bind, _Server, _uvicorn_config
 
 from tests.fixtures.airflow import free_port
+from tests.fixtures.pipelines import Workspace, click_spec_dict
 from tests.serve.test_server import wait_until
 
 TOKEN = "t" * 24
@@ -168,3 +170,29 @@ def test_a_refusal_carries_the_request_in_the_way_whole() -> None:
     assert body["running"]["finished_at"] is None and body["running"]["run_id"] is None
     parsed = ErrorBody.model_validate_json(json.dumps(body))
     assert parsed.running == running and parsed.to_dict() == body
+
+
+def test_an_epoch_beyond_the_next_is_refused_before_it_starts(tmp_path: Path) -> None:
+    """422 with the protocol's message (the attempt would refuse it too, but only once
+    started); nothing is submitted."""
+    body = click_spec_dict(Workspace("local", (tmp_path / "data").as_uri()), name="clicks")
+    spec = tmp_path / "clicks.yaml"
+    spec.write_text(yaml.safe_dump(body))
+    message = (
+        "pipeline clicks: epoch 3 cannot be processed: the next epoch is 1 (epochs run in "
+        "order, each from the checkpoint before it). Process epoch 1 first (sluice process "
+        "SPEC without --epoch takes the next one; sluice plan SPEC plans it if it has no plan); "
+        "nothing was read or written"
+    )
+    with serving(tmp_path) as config:
+        raw = json.dumps({"spec": str(spec), "epoch": 3}).encode()
+        status, _, answer = _raw(config, "POST", "/v1/attempts", raw,
+                                 {**AUTH, "Content-Length": str(len(raw))})  # fmt: skip
+        assert (status, answer) == (422, {"error": message, "pipeline": "clicks",
+                                          "next_epoch": 1})  # fmt: skip
+        client = ServeClient(f"http://127.0.0.1:{config.port}", TOKEN)
+        with pytest.raises(ServeRefused) as refused:
+            client.start(spec, 2)
+        assert refused.value.status == 422
+        assert refused.value.message == message.replace("epoch 3 cannot", "epoch 2 cannot")
+        assert client.attempts() == []

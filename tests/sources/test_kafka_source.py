@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from sluice.demo import render_click_files
 from sluice.protocol import InvalidRunRequest, RunRequest, plan_epoch, run_until_drained
+from sluice.sources.parsing import NOT_AN_OBJECT, NOT_UTF8, TRAILING_TEXT
 from sluice.spec import SpecError, parse_spec
 
 from tests.fixtures.kafka import KafkaServer, Record
@@ -27,6 +28,7 @@ from tests.reference import compare_rows
 FILES = render_click_files(files=4, events_per_file=60, seed=23, late_every=0)
 KEYS = ["user", "window_start"]
 FLUSH_TS = "2030-01-01T00:00:00Z"
+TS = "2026-01-01T00:00:01Z"
 
 
 def _records(files: list[tuple[str, bytes]]) -> list[Record]:
@@ -210,3 +212,56 @@ def test_raw_values_are_decoded_by_the_users_expressions(
         parse_spec(dict(body, source=bad))
     fields = {p.field for p in refused.value.problems}
     assert {"source.decode", "source.decode.nope"} <= fields
+
+
+def test_values_are_held_to_the_json_lines_rules(
+    spark: Any, local_workspace: Any, kafka_server: KafkaServer
+) -> None:
+    """A value must be valid UTF-8 and exactly one JSON object, as a line of a file; each
+    malformed one is a dead letter with the files' reason, in the files' order (UTF-8, then
+    not an object, then text after it); the good records are read as they are."""
+    topic = kafka_server.create_topic(f"rules-{uuid.uuid4().hex[:6]}", partitions=1)
+
+    def click(user: str, amount: float) -> bytes:
+        fields = {"user": user, "url": "/", "ts": TS, "amount": amount}
+        return json.dumps(fields, ensure_ascii=False).encode()
+
+    values: list[tuple[bytes | None, str | None]] = [
+        (click("ann", 1.0), None),
+        (click("caf\u00e9", 2.0).replace(b"\xc3\xa9", b"\xe9"), NOT_UTF8),  # Latin-1
+        (click("bob", 3.0) + b" xyz", TRAILING_TEXT),
+        (click("cy", 4.0) + b" " + click("dee", 5.0), TRAILING_TEXT),  # two objects
+        (click("eve", 6.0) + b" \t\r\n", None),  # JSON whitespace may follow
+        (click("fay", 7.0).replace(b"fay", b"f\xc0\xafy"), NOT_UTF8),  # an overlong '/'
+        (click("gus", 8.0).replace(b"gus", b"g\xed\xa0\x80s"), NOT_UTF8),  # a surrogate
+        (click("hal", 9.0) + b" \xff", NOT_UTF8),  # bad bytes and text after: UTF-8 first
+        (b"[1] x", NOT_AN_OBJECT),  # not an object, and text after: not an object first
+        (None, NOT_AN_OBJECT),  # a tombstone, as before
+        (click("ida", 10.0), None),
+    ]
+    kafka_server.produce(topic, [Record(v, partition=0) for v, _ in values])
+    spec = _spec(local_workspace, kafka_server, topic)
+    rt = runtime(spec)
+    rng = rt.source.plan_range(rt.source.initial_offset(), None)
+    assert rng is not None and rng.units == len(values)
+
+    rows = sorted(rt.source.read(spark, rng).collect(), key=lambda r: r["_line"])
+    shown = [None if v is None else v.decode("utf-8", errors="replace") for v, _ in values]
+    assert [(r["_line"], r["_error"], r["_raw"]) for r in rows] == [
+        (offset, reason, shown[offset]) for offset, (_, reason) in enumerate(values)
+    ]
+    good = [(r["_line"], r["user"], r["url"], str(r["ts"]), r["amount"]) for r in rows
+            if r["_error"] is None]  # fmt: skip
+    assert good == [(0, "ann", "/", "2026-01-01 00:00:01", 1.0),
+                    (4, "eve", "/", "2026-01-01 00:00:01", 6.0),
+                    (10, "ida", "/", "2026-01-01 00:00:01", 10.0)]  # fmt: skip
+
+    run_until_drained(rt, spark)
+    dead = sorted(committed_rows(spec, "dead_letters"), key=lambda d: d["line"])
+    assert [(d["file"], d["line"], d["reason_code"], d["reason"], d["raw"]) for d in dead] == [
+        (f"kafka://{topic}/0", offset, "malformed", reason.removeprefix("malformed: "),
+         shown[offset] or "{}")  # a tombstone has no text: its (null) columns as JSON
+        for offset, (_, reason) in enumerate(values) if reason is not None
+    ]  # fmt: skip
+    checkpoint = rt.repo.latest_checkpoint()
+    assert checkpoint is not None and checkpoint.result.stats.dead == 8

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import functions as F
-
 from sluice.examples._sqlite import Options, quote, read_only
 from sluice.examples.exceptions import RangeChanged, SqliteSourceError
 from sluice.sources.base import Offset, Source, SourceRange
@@ -186,7 +184,7 @@ class SqliteSource(Source):
         if len(rows) != rng.rows:
             raise RangeChanged(self.location, rng.start.next_id, rng.stop, rng.rows, len(rows))
         frame = spark.createDataFrame([self._record(row) for row in rows], self._text_schema())
-        return _typed(frame, self.spec.schema, self.required, F.lit(False), "")
+        return _typed(frame, self.spec.schema, self.required, [])  # never malformed
 
     def _record(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         """``(_file, _major, _line, _raw, _j)``; ``_j`` holds every value as text."""

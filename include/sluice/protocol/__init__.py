@@ -12,6 +12,7 @@ from sluice.protocol.commit import commit_epoch
 from sluice.protocol.exceptions import (
     AttemptStateError,
     EpochAlreadyCommitted,
+    EpochBeyondNext,
     EpochRetired,
     NoPlan,
     NoPreparedAttempt,
@@ -60,6 +61,7 @@ __all__ = [
     "AttemptStatus",
     "Checkpoint",
     "EpochAlreadyCommitted",
+    "EpochBeyondNext",
     "EpochOutcome",
     "EpochResult",
     "EpochRetired",

@@ -9,6 +9,7 @@ from sluice.exceptions import Problem, SluiceError
 __all__ = [
     "AttemptStateError",
     "EpochAlreadyCommitted",
+    "EpochBeyondNext",
     "EpochRetired",
     "InvalidRunRequest",
     "MissingConnection",
@@ -48,6 +49,20 @@ class EpochAlreadyCommitted(ProtocolError):
             f"attempt {loser} lost the race and its staged output was removed"
         )
         self.pipeline, self.epoch, self.winner, self.loser = pipeline, epoch, winner, loser
+
+
+class EpochBeyondNext(ProtocolError):
+    """An epoch after the next one was asked for: epochs run one after another, each from the
+    checkpoint before it, so it cannot be processed (nor would the next one be instead)."""
+
+    def __init__(self, pipeline: str, epoch: int, next_epoch: int) -> None:
+        super().__init__(
+            f"pipeline {pipeline}: epoch {epoch} cannot be processed: the next epoch is "
+            f"{next_epoch} (epochs run in order, each from the checkpoint before it). Process "
+            f"epoch {next_epoch} first (sluice process SPEC without --epoch takes the next one; "
+            "sluice plan SPEC plans it if it has no plan); nothing was read or written"
+        )
+        self.pipeline, self.epoch, self.next_epoch = pipeline, epoch, next_epoch
 
 
 class EpochRetired(ProtocolError):

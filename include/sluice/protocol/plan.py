@@ -24,6 +24,7 @@ from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import StateMigration, compare_shapes
 from sluice.sources.base import Offset
+from sluice.sources.exceptions import UnreadableFileNames
 from sluice.storage import ObjectAlreadyExists
 
 __all__ = ["plan_epoch"]
@@ -120,7 +121,10 @@ def _new_plan(
     if start is None:
         start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
     source = rt.source.skipping_missing_input() if caps.skip_missing else rt.source
-    rng = source.plan_range(start, caps.units, caps.records)
+    try:
+        rng = source.plan_range(start, caps.units, caps.records)
+    except UnreadableFileNames as exc:
+        raise exc.in_epoch(rt.name, epoch) from None
     if rng is None:
         return None
     now = rt.clock()

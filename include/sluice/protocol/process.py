@@ -29,7 +29,7 @@ from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, Frame, late_ddl
 from sluice.operators.registry import operator_for
 from sluice.protocol.commit import write_checkpoint
-from sluice.protocol.exceptions import EpochAlreadyCommitted, NoPlan
+from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, NoPlan
 from sluice.protocol.model import (
     AttemptRecord,
     AttemptStatus,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sluice.operators.base import StateUpdate
+    from sluice.protocol.repository import Repository
     from sluice.storage import ObjectStore
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "process_attempt",
     "process_epoch",
     "read_state",
+    "refuse_beyond_next",
     "verify_state",
 ]
 
@@ -69,7 +71,8 @@ def process_epoch(
     *,
     engine: dict[str, Any] | None = None,
 ) -> AttemptRecord:
-    """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it).
+    """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it: an
+    earlier one raises :class:`EpochAlreadyCommitted`, a later one :class:`EpochBeyondNext`).
 
     ``engine`` adds to what the attempt record says about where it ran.
     """
@@ -89,6 +92,8 @@ def process_attempt(
     if epoch is not None and epoch < next_epoch:
         winner = rt.repo.checkpoint(epoch)
         raise EpochAlreadyCommitted(rt.name, epoch, winner.attempt if winner else "?", "-")
+    if epoch is not None and epoch > next_epoch:
+        raise EpochBeyondNext(rt.name, epoch, next_epoch)
     epoch = next_epoch
     plan = rt.repo.plan(epoch)
     if plan is None:
@@ -128,6 +133,15 @@ def process_attempt(
     finally:
         _release(frames, held)
     return record
+
+
+def refuse_beyond_next(pipeline: str, repo: Repository, epoch: int) -> None:
+    """Raise :class:`EpochBeyondNext` when ``epoch`` comes after the next epoch, reading only
+    the checkpoint store: what ``sluice process --epoch`` and ``sluice serve`` check before
+    they start Spark work (the attempt checks it again)."""
+    following = repo.latest_epoch() + 1
+    if epoch > following:
+        raise EpochBeyondNext(pipeline, epoch, following)
 
 
 def _release(frames: EpochOutput | None, held: list[DataFrame]) -> None:

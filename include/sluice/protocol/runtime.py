@@ -23,7 +23,7 @@ from sluice.storage import open_store
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Runtime", "SinkRole"]
+__all__ = ["Runtime", "SinkRole", "open_repository"]
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,7 @@ class Runtime:
         ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called
         only when one does.
         """
-        _check_name(spec)
-        root = open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name)
-        repo = Repository(root)
+        repo = open_repository(spec)
         ctx = BuildContext(repo, connections or {}, spark or _default_spark(spec))
         source: Source = spec.source.build(spec, ctx)
         roles = [SinkRole(s.build(spec, ctx, f"sinks.{s.name}"), "results") for s in spec.sinks]
@@ -83,6 +81,12 @@ class Runtime:
         return cls(
             spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id
         )
+
+
+def open_repository(spec: PipelineSpec) -> Repository:
+    """The pipeline's checkpoint repository alone: no source, no sinks, no connections."""
+    _check_name(spec)
+    return Repository(open_store(spec.checkpoint.storage, s3=spec.s3).child(spec.name))
 
 
 def _check_name(spec: PipelineSpec) -> None:

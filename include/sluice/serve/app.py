@@ -40,6 +40,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from sluice import __version__
+from sluice.protocol import EpochBeyondNext
+from sluice.protocol.process import refuse_beyond_next
+from sluice.protocol.runtime import open_repository
 from sluice.serve.attempts import Attempt, AttemptRegistry, Busy
 from sluice.serve.exceptions import HttpError
 from sluice.serve.model import (
@@ -55,7 +58,8 @@ from sluice.serve.model import (
     Liveness,
 )
 from sluice.serve.security import OutsideRoots, SpecRoots, bearer_matches
-from sluice.spec import SpecError, load_spec
+from sluice.spec import PipelineSpec, SpecError, load_spec
+from sluice.storage import StorageError
 
 __all__ = ["MAX_BODY_BYTES", "HttpError", "ServeState", "create_app", "health"]
 
@@ -177,6 +181,7 @@ def start_attempt(state: State, body: Body) -> AttemptView:
         spec = load_spec(spec_path)
     except SpecError as exc:
         raise HttpError(422, str(exc)) from exc
+    _check_epoch(spec, request.epoch)
     resolved = request.model_copy(update={"spec": str(spec_path)})
     try:
         attempt = state.registry.submit(resolved, spec)
@@ -184,6 +189,18 @@ def start_attempt(state: State, body: Body) -> AttemptView:
         running = state.registry.view(exc.running) if exc.running else None
         raise HttpError(exc.status, str(exc), running=running) from exc
     return state.registry.view(attempt)
+
+
+def _check_epoch(spec: PipelineSpec, epoch: int) -> None:
+    """422 for an epoch after the next one, before any Spark work (the attempt would refuse
+    it too, but only once it ran: the client would see a failed attempt, not a refusal);
+    503 if the checkpoint storage cannot tell."""
+    try:
+        refuse_beyond_next(spec.name, open_repository(spec), epoch)
+    except EpochBeyondNext as exc:
+        raise HttpError(422, str(exc), pipeline=spec.name, next_epoch=exc.next_epoch) from exc
+    except StorageError as exc:
+        raise HttpError(503, f"pipeline {spec.name}: checkpoint storage: {exc}") from exc
 
 
 @api.get(ATTEMPTS + "/{request_id}", response_model=AttemptView)

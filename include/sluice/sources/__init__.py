@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from sluice.sources.base import RECORD_COLUMNS, Offset, Source, SourceRange
-from sluice.sources.exceptions import FileBehindOffset, SourceError
+from sluice.sources.exceptions import FileBehindOffset, SourceError, UnreadableFileNames
 from sluice.sources.files import FilesOffset, FilesRange, FilesSource
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = [
     "Source",
     "SourceError",
     "SourceRange",
+    "UnreadableFileNames",
 ]
 
 _NEXMARK = ("NexmarkOffset", "NexmarkRange", "NexmarkSource")

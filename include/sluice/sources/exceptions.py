@@ -5,7 +5,13 @@ from __future__ import annotations
 from sluice.exceptions import SluiceError
 from sluice.words import count
 
-__all__ = ["FileBehindOffset", "KafkaOffsetsGone", "KafkaSourceError", "SourceError"]
+__all__ = [
+    "FileBehindOffset",
+    "KafkaOffsetsGone",
+    "KafkaSourceError",
+    "SourceError",
+    "UnreadableFileNames",
+]
 
 
 class SourceError(SluiceError):
@@ -31,6 +37,42 @@ class FileBehindOffset(SourceError):
             "keys that sort after it (e.g. a later timestamp prefix), or remove them.",
             source=source,
         )
+
+
+class UnreadableFileNames(SourceError):
+    """Files the next epoch would read whose names no reader can open (a local name that is
+    not valid UTF-8): that epoch is not planned, rather than the files skipped silently.
+    ``reasons`` say why, one per file. The plan step gives ``pipeline`` and ``epoch``
+    (:meth:`in_epoch`); the source alone does not know them."""
+
+    def __init__(
+        self,
+        source: str,
+        files: list[str],
+        reasons: list[str],
+        pipeline: str | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        self.files, self.reasons = files, reasons
+        self.pipeline, self.epoch = pipeline, epoch
+        listed = "; ".join(f"{shown_key(f)} ({r})" for f, r in zip(files, reasons, strict=True))
+        where = f"pipeline {pipeline}: epoch {epoch} cannot be planned: " if pipeline else ""
+        super().__init__(
+            f"{where}{source}: {len(files)} file name(s) cannot be read: {listed}. They are "
+            "not skipped: rename them (or move them out of the source path), then run again",
+            source=source,
+        )
+
+    def in_epoch(self, pipeline: str, epoch: int) -> UnreadableFileNames:
+        """The same error, naming the pipeline and the epoch it stops."""
+        assert self.source is not None
+        return UnreadableFileNames(self.source, self.files, self.reasons, pipeline, epoch)
+
+
+def shown_key(key: str) -> str:
+    """``key`` quoted, a name's bytes that are not UTF-8 shown as ``\\xNN`` (printable)."""
+    raw = key.encode("utf-8", "surrogateescape")
+    return "'" + raw.decode("utf-8", "backslashreplace") + "'"
 
 
 class KafkaSourceError(SourceError):

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.sources.base import Offset, Source, SourceRange
-from sluice.sources.exceptions import FileBehindOffset
+from sluice.sources.exceptions import FileBehindOffset, UnreadableFileNames
 from sluice.spark import context_cache
 from sluice.spec.components.files_source import FilesSourceConfig
-from sluice.storage import ObjectStore, to_spark_uri
+from sluice.storage import ObjectStore, key_problem, to_spark_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,7 +36,9 @@ def key_digest(keys: Iterable[str], start: str = _EMPTY_DIGEST) -> str:
     """Order-free digest of a set of keys (XOR of their SHA-256), updatable incrementally."""
     value = int(start, 16)
     for key in keys:
-        value ^= int.from_bytes(hashlib.sha256(key.encode()).digest(), "big")
+        # a local name that is not UTF-8 digests as its bytes (it is refused when planned)
+        raw = key.encode("utf-8", "surrogateescape")
+        value ^= int.from_bytes(hashlib.sha256(raw).digest(), "big")
     return f"{value:064x}"
 
 
@@ -161,6 +163,7 @@ class FilesSource(Source):
         limit = max_units or self.spec.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
+        self._check_names(fresh)
         if max_records is not None:
             fresh = self._cap_records(fresh, max_records)
         if not fresh:
@@ -188,6 +191,13 @@ class FilesSource(Source):
     def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
         assert isinstance(rng, FilesRange)
         return rng.waiting
+
+    def _check_names(self, keys: list[str]) -> None:
+        """Raise :class:`UnreadableFileNames` for the keys no reader can open."""
+        unreadable = [(k, why) for k in keys if (why := unreadable_name(k)) is not None]
+        if unreadable:
+            files, reasons = (list(t) for t in zip(*unreadable, strict=True))
+            raise UnreadableFileNames(self.store.uri(), files, reasons)
 
     def _cap_records(self, keys: list[str], max_records: int) -> list[str]:
         """The longest prefix of ``keys`` holding at most ``max_records`` records (whole files
@@ -340,6 +350,18 @@ class FilesSource(Source):
 
 # Characters a file key may hold that a URI keeps as they are (no percent-escape).
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9._\-=/]+")
+
+
+def unreadable_name(key: str) -> str | None:
+    """Why no reader can open the listed file ``key``, or None. Any name of Unicode text is
+    read (glob characters, colons, spaces, ``%``, ``#``...: :mod:`sluice.sources.exact_files`);
+    a local name whose bytes are not UTF-8 is not (Hadoop's paths are Java strings), nor one
+    the store itself refuses (``a\\..\\b``: :func:`sluice.storage.key_problem`)."""
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return "the name is not valid UTF-8"
+    return key_problem(key)
 
 
 def _hidden(key: str) -> bool:

@@ -418,7 +418,7 @@ class KafkaSource(Source):
         since the plan are an error naming them (never silently fewer records)."""
         from pyspark.sql import functions as F
 
-        from sluice.sources.parsing import parse_json_frame
+        from sluice.sources.parsing import parse_json_frame, valid_utf8
 
         assert isinstance(rng, KafkaRange)
         marks = self.watermarks()
@@ -455,12 +455,21 @@ class KafkaSource(Source):
             rows = rows.select(
                 "*", *[F.expr(e).cast("string").alias(f"_d_{c}") for c, e in self.decode.items()]
             )
+        checked: list[Column] = []
+        if self.raw:
+            raw = F.base64("value")
+        else:  # JSON: the bytes must be UTF-8, as a file's line; else shown with U+FFFD
+            text = F.col("value").cast("string")
+            valid = valid_utf8(spark, F.col("value"))
+            raw = F.when(valid, text).otherwise(F.make_valid_utf8(text))
+            checked = [valid.alias("_utf8")]
         frame = rows.select(
             F.concat(F.lit("kafka://"), "topic", F.lit("/"), F.col("partition").cast("string"))
             .alias("_file"),
             F.lit(0).cast("int").alias("_major"),
             F.col("offset").cast("long").alias("_line"),
-            (F.base64("value") if self.raw else F.col("value").cast("string")).alias("_raw"),
+            raw.alias("_raw"),
+            *checked,
             F.concat("topic", F.lit(":"), F.col("partition").cast("string")).alias("_kp"),
             *[self._metadata(source).alias(f"_m_{column}")
               for column, source in sorted(self.metadata.items())],
@@ -470,8 +479,9 @@ class KafkaSource(Source):
         if self.raw:
             overrides.update({c: F.col(f"_d_{c}") for c in self.decode})
         parsed = parse_json_frame(
-            frame, self.spec.schema, self.required, overrides, parse=not self.raw
-        )
+            frame, self.spec.schema, self.required, overrides, parse=not self.raw,
+            valid_utf8=None if self.raw else "_utf8",
+        )  # fmt: skip
         return parsed.withColumn("_partition", F.col("_kp")).drop("_kp")
 
     @staticmethod

@@ -29,13 +29,20 @@ from pyspark.sql import types as T
 
 from sluice.operators.sqltext import lit, quote
 from sluice.sources.base import SPARK_TYPES
+from sluice.sources.exact_files import read_exact
 from sluice.sources.footers import ddl
 from sluice.spark import context_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["parse_csv_lines", "parse_json_frame", "parse_json_lines", "parse_parquet"]
+__all__ = [
+    "parse_csv_lines",
+    "parse_json_frame",
+    "parse_json_lines",
+    "parse_parquet",
+    "valid_utf8",
+]
 
 
 class IndexedFile(NamedTuple):
@@ -52,6 +59,7 @@ Schema = tuple[tuple[str, str], ...]
 
 _TIMESTAMP_SHAPE = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$"
 _CORRUPT = "_corrupt"
+_LINES = {"lineSep": "\n"}
 _JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 
 # Types Spark's typed JSON parsing may take as they come: for these it accepts only what the
@@ -174,22 +182,32 @@ def parse_json_frame(
     overrides: dict[str, Column] | None = None,
     keep: tuple[str, ...] = ("_kp",),
     parse: bool = True,
+    valid_utf8: str | None = None,
 ) -> DataFrame:
     """JSON records already in a frame (``_file``, ``_major``, ``_line``, ``_raw``; e.g. Kafka
-    values). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
+    values), by the text rules of JSON lines: one JSON object, nothing after it but whitespace
+    (``malformed: text after the JSON object``), and, with ``valid_utf8`` (a boolean column of
+    ``frame``: were the record's bytes valid UTF-8, by :func:`valid_utf8`), valid UTF-8 first
+    (``malformed: not valid UTF-8``; ``_raw`` should then hold the text with its bad bytes
+    replaced). ``overrides`` give some schema columns as text from elsewhere (a Kafka key or
     timestamp) instead of the JSON; ``keep`` columns of ``frame`` are passed through. Without
     ``parse`` the value is not JSON and every column comes from ``overrides``."""
     text_schema = _text_schema(schema)
     parsed = F.from_json(
         "_raw", text_schema, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
     )
+    malformed: list[Column] = []
     if parse:
         lines = frame.withColumn("_j", parsed)
+        if valid_utf8 is not None:
+            malformed.append(F.when(~F.col(valid_utf8), F.lit(NOT_UTF8)))
         bad = F.col("_j").isNull() | F.col(f"_j.{_CORRUPT}").isNotNull()
-        lines = lines.withColumn("_bad", bad)
+        lines = lines.withColumn("_bad", bad)  # before ``overrides`` replace ``_j``
+        malformed.append(F.when(F.col("_bad"), F.lit(NOT_AN_OBJECT)))
+        trailing = _json_trailing(frame.sparkSession, F.col("_raw"))
+        malformed.append(F.when(trailing, F.lit(TRAILING_TEXT)))
     else:  # every column comes from ``overrides``: nothing to parse, nothing malformed
         lines = frame.withColumn("_j", F.struct(F.lit(None).alias(_CORRUPT)))
-        lines = lines.withColumn("_bad", F.lit(False))
     if overrides:
         fields = [
             overrides[c].alias(c) if c in overrides else F.col(f"_j.`{c}`").alias(c)
@@ -197,7 +215,14 @@ def parse_json_frame(
         ]
         lines = lines.withColumn("_j", F.struct(*fields))
     keep = tuple(c for c in keep if c in frame.columns)
-    return _typed(lines, schema, required, F.col("_bad"), "not a JSON object", keep)
+    return _typed(lines, schema, required, malformed, keep)
+
+
+def valid_utf8(spark: SparkSession, data: Column) -> Column:
+    """Whether the bytes ``data`` are well-formed UTF-8, by the rule the files source applies
+    to every line (the helper jar's ``LineInfo``); null for null."""
+    jvm: Any = spark.sparkContext._jvm
+    return _column(jvm.io.sluice.spark.JsonBytes.validUtf8Column(_java(data)))
 
 
 def parse_csv_lines(
@@ -243,9 +268,9 @@ def parse_parquet(
     Spark infers them, merging every file's schema."""
     paths = [f.read for f in index]
     if stored is None:
-        frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+        frame = read_exact(spark, "parquet", paths, {"mergeSchema": "true"})
     else:
-        frame = spark.read.schema(ddl(stored)).parquet(*paths)
+        frame = read_exact(spark, "parquet", paths, schema=ddl(stored))
     stored = dict(frame.dtypes)
     columns: dict[str, tuple[str | None, str]] = {}  # name -> (text or None, typed), as SQL
     for column, kind in schema:
@@ -330,7 +355,7 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
     is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
-    texts = spark.read.option("lineSep", "\n").text([f.read for f in index])
+    texts = read_exact(spark, "text", [f.read for f in index], _LINES)
     path = F.col("_metadata.file_path")
     info = _line_info(spark, _lines_before(spark, texts, index))
     numbered = texts.select(
@@ -440,8 +465,7 @@ def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[s
         counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
         counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
         blocks = (
-            counting.read.option("lineSep", "\n")
-            .text(sorted(readable.get(p, p) for p in split))
+            read_exact(counting, "text", sorted(readable.get(p, p) for p in split), _LINES)
             .groupBy(
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("start"),
@@ -479,14 +503,12 @@ def _typed(
     frame: DataFrame,
     schema: Schema,
     required: tuple[str, ...],
-    malformed: Column,
-    malformed_reason: str,
+    malformed: list[Column],
     keep: tuple[str, ...] = (),
 ) -> DataFrame:
-    """Cast the text columns in ``_j`` to the schema and derive ``_error``."""
-    values, error = _typed_columns(
-        schema, required, [F.when(malformed, F.lit(f"malformed: {malformed_reason}"))]
-    )
+    """Cast the text columns in ``_j`` to the schema and derive ``_error`` (``malformed``:
+    the reasons, in order, as in :func:`_typed_columns`)."""
+    values, error = _typed_columns(schema, required, malformed)
     return frame.select(
         F.lit("0").alias("_partition"),
         "_file",

@@ -2,8 +2,10 @@
 
 Keys are '/'-separated paths relative to the store's root URI (no leading '/'). Every segment
 is non-empty and does not start with '.' (which also rules out '.' and '..'; hidden names are
-reserved for a backend's temporary files); backslashes and NUL are refused. A bad key or
-prefix raises :class:`InvalidKey` naming it, so no key can escape the root. A key should not
+reserved for a backend's temporary files); NUL is refused. A backslash is an ordinary
+character, as on POSIX file systems and S3 (``b\\c.jsonl`` is one name), but a key that would
+leave the root were backslashes separators (``a\\..\\b``, ``\\etc``) is refused too. A bad key
+or prefix raises :class:`InvalidKey` naming it, so no key can escape the root. A key should not
 also be a prefix of other keys ("a" next to "a/b"): a directory-backed store cannot hold both.
 
 Contract (the engine's exactly-once argument rests on it):
@@ -37,8 +39,9 @@ def key_problem(key: str) -> str | None:
     """Why ``key`` is not a valid object key, or None if it is (see the module docstring)."""
     if not key:
         return "empty key"
-    if "\\" in key:
-        return "backslash in key (keys are '/'-separated)"
+    windows = key.replace("\\", "/")
+    if windows != key and (windows.startswith("/") or ".." in windows.split("/")):
+        return "backslashes that would escape the store root where '\\' separates paths"
     if "\x00" in key:
         return "NUL character in key"
     if key.startswith("/"):

@@ -94,7 +94,8 @@ class LocalObjectStore(ObjectStore):
         except OSError as exc:
             raise self._error(prefix, "list", exc) from exc
         infos = [ObjectInfo(key, size) for key, size in files if key.startswith(prefix)]
-        return sorted(infos, key=lambda info: info.key.encode())
+        # a name whose bytes are not UTF-8 holds surrogates (os.walk): sorted by its bytes
+        return sorted(infos, key=lambda info: info.key.encode("utf-8", "surrogateescape"))
 
     def delete(self, key: str) -> None:
         try:

@@ -10,12 +10,13 @@ import pytest
 from sluice.protocol import (
     AttemptStatus,
     EpochAlreadyCommitted,
+    EpochBeyondNext,
     NoPlan,
     Runtime,
     commit_epoch,
     plan_epoch,
 )
-from sluice.protocol.process import process_attempt
+from sluice.protocol.process import process_attempt, refuse_beyond_next
 from sluice.protocol.runtime import SinkRole
 from sluice.testing.memory import (
     MemoryCompute,
@@ -120,6 +121,35 @@ def test_an_attempt_of_a_committed_epoch_is_refused(pipeline: Pipeline) -> None:
         process_attempt(rt, MemoryCompute(), 1)
     assert winner.attempt in str(refused.value)
     assert len(rt.repo.attempts(1)) == 1
+
+
+def test_an_attempt_of_an_epoch_beyond_the_next_is_refused(pipeline: Pipeline) -> None:
+    rt = pipeline()
+    with pytest.raises(EpochBeyondNext) as refused:
+        process_attempt(rt, MemoryCompute(), 2)  # nothing committed yet: the next is 1
+    assert (refused.value.pipeline, refused.value.epoch, refused.value.next_epoch) == (
+        rt.name, 2, 1)  # fmt: skip
+    run_until_drained(rt, max_units=PER_EPOCH, max_epochs=2)
+    assert plan_epoch(rt, max_units=PER_EPOCH) is not None  # epoch 3, planned
+    for asked in (4, 9):
+        with pytest.raises(EpochBeyondNext) as refused:
+            process_attempt(rt, MemoryCompute(), asked)
+        assert str(refused.value) == (
+            f"pipeline {rt.name}: epoch {asked} cannot be processed: the next epoch is 3 "
+            "(epochs run in order, each from the checkpoint before it). Process epoch 3 first "
+            "(sluice process SPEC without --epoch takes the next one; sluice plan SPEC plans it "
+            "if it has no plan); nothing was read or written"
+        )
+    assert [rt.repo.attempts(e) for e in (3, 4, 9)] == [[], [], []]  # nothing recorded
+    assert rt.repo.plan(4) is None and rt.repo.latest_epoch() == 2
+    with pytest.raises(EpochBeyondNext):  # the read-only check of sluice process / serve
+        refuse_beyond_next(rt.name, rt.repo, 4)
+    refuse_beyond_next(rt.name, rt.repo, 3)
+    record = process_attempt(rt, MemoryCompute(), 3)  # the next one still runs
+    assert record.epoch == 3 and record.status == AttemptStatus.PREPARED
+    commit_epoch(rt, 3, record.attempt)
+    run_until_drained(rt, max_units=PER_EPOCH)
+    assert_exact(rt)
 
 
 class _BrokenSink(RowsSink):

@@ -80,6 +80,17 @@ public final class JsonBytes implements Serializable {
   }
 
   /**
+   * Whether {@code bytes} (a binary column) are well-formed UTF-8 by {@link LineInfo}'s rule, the
+   * one the files source applies to each line (null for null): for text that does not come
+   * through {@link LineInfo}, such as Kafka values.
+   */
+  public static Column validUtf8Column(Column bytes) {
+    JsonBytes target = new JsonBytes(new StructType(), "UTC");
+    return invoke(
+        target, JsonBytes.class, "validUtf8", DataTypes.BooleanType, bytes, DataTypes.BinaryType);
+  }
+
+  /**
    * Exactly Spark's {@code from_json(text, schema, {mode: PERMISSIVE, columnNameOfCorruptRecord:
    * corrupt})}: the evaluator Spark's {@code JsonToStructs} runs, as an {@code Invoke}, which
    * Spark compiles with the rest of the stage ({@code JsonToStructs} itself is interpreted and
@@ -95,19 +106,20 @@ public final class JsonBytes implements Serializable {
         (Map<String, String>) permissive.updated("columnNameOfCorruptRecord", corrupt);
     JsonToStructsEvaluator evaluator =
         new JsonToStructsEvaluator(named, struct, corrupt, Option.apply(timeZone), false);
-    return invoke(evaluator, JsonToStructsEvaluator.class, "evaluate", struct, text);
+    return invoke(
+        evaluator, JsonToStructsEvaluator.class, "evaluate", struct, text, DataTypes.StringType);
   }
 
   private static Column invoke(JsonBytes target, String method, DataType type, Column text) {
-    return invoke(target, JsonBytes.class, method, type, text);
+    return invoke(target, JsonBytes.class, method, type, text, DataTypes.StringType);
   }
 
   private static Column invoke(
-      Object target, Class<?> cls, String method, DataType type, Column text) {
-    Expression input = ExpressionUtils$.MODULE$.expression(text);
+      Object target, Class<?> cls, String method, DataType type, Column arg, DataType argType) {
+    Expression input = ExpressionUtils$.MODULE$.expression(arg);
     Expression object = Literal$.MODULE$.create(target, new ObjectType(cls));
     List<Expression> arguments = List.of(input);
-    List<AbstractDataType> types = List.of(DataTypes.StringType);
+    List<AbstractDataType> types = List.of(argType);
     Invoke invoke =
         new Invoke(
             object,
@@ -143,6 +155,11 @@ public final class JsonBytes implements Serializable {
     }
     InternalRow row = rows.next();
     return rows.hasNext() ? null : row;
+  }
+
+  /** {@link LineInfo#validUtf8} (an {@code Invoke} target: see {@link #validUtf8Column}). */
+  public boolean validUtf8(byte[] value) {
+    return LineInfo.validUtf8(value);
   }
 
   /**

@@ -1,0 +1,133 @@
+package io.sluice.spark;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.datasources.FileFormat;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
+import org.apache.spark.sql.execution.datasources.NoopCache$;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.execution.datasources.text.TextFileFormat;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * A DataFrame over exactly the files named, each read once, whatever its name holds.
+ *
+ * <p>{@code spark.read.text(paths)} takes every path holding one of {@code {}[]*?\} as a Hadoop
+ * glob pattern: {@code a*.jsonl} also reads {@code ab.jsonl}, {@code [x].jsonl} reads {@code
+ * x.jsonl} or nothing, and globbing lists the folder, which fails on a name with a colon. Its
+ * internal switch {@code __globPaths__=false} lists every path once per such path (Spark 4.2:
+ * {@code checkAndGlobPathIfNecessary} returns all paths for each glob path), so a file is read
+ * several times. Here the relation is built as {@code DataSource} builds it, without the glob
+ * step: an {@link InMemoryFileIndex} over the paths as Hadoop {@link Path}s, then a check that
+ * it lists each path exactly once, as the file it names.
+ */
+public final class ExactFiles {
+  private ExactFiles() {}
+
+  /**
+   * The files {@code paths} (URIs as Hadoop's {@code new Path(String)} takes them: not
+   * percent-escaped) read by {@code format} ({@code text} or {@code parquet}) with {@code
+   * options} (reader and Hadoop settings). {@code schemaDdl}: the data schema as DDL; null:
+   * the format's (text) or inferred from the files (Parquet). Throws {@link
+   * FileNotFoundException} naming a path that is missing or is not one file.
+   */
+  public static Dataset<Row> read(
+      SparkSession spark,
+      String format,
+      List<String> paths,
+      Map<String, String> options,
+      String schemaDdl)
+      throws IOException {
+    FileFormat fileFormat = fileFormat(format);
+    scala.collection.immutable.Map<String, String> opts =
+        CaseInsensitiveMap$.MODULE$.apply(
+            scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)));
+    List<Path> roots = new ArrayList<>(paths.size());
+    for (String path : paths) {
+      roots.add(new Path(path));
+    }
+    InMemoryFileIndex index =
+        new InMemoryFileIndex(
+            spark,
+            CollectionConverters.asScala(roots).toSeq(),
+            opts,
+            Option.empty(),
+            NoopCache$.MODULE$,
+            Option.empty(),
+            Option.empty());
+    List<FileStatus> files = CollectionConverters.asJava(index.allFiles());
+    checkEachOnce(spark.sessionState().newHadoopConfWithOptions(opts), roots, files);
+    StructType schema = schema(spark, fileFormat, format, schemaDdl, opts, index);
+    HadoopFsRelation relation =
+        new HadoopFsRelation(
+            index, index.partitionSchema(), schema, Option.empty(), fileFormat, opts, spark);
+    return spark.baseRelationToDataFrame(relation);
+  }
+
+  private static FileFormat fileFormat(String format) {
+    switch (format) {
+      case "text":
+        return new TextFileFormat();
+      case "parquet":
+        return new ParquetFileFormat();
+      default:
+        throw new IllegalArgumentException("sluice: no exact reader for format " + format);
+    }
+  }
+
+  private static StructType schema(
+      SparkSession spark,
+      FileFormat fileFormat,
+      String format,
+      String schemaDdl,
+      scala.collection.immutable.Map<String, String> opts,
+      InMemoryFileIndex index) {
+    if (schemaDdl != null) {
+      return StructType.fromDDL(schemaDdl);
+    }
+    if (format.equals("text")) {
+      return new StructType().add("value", DataTypes.StringType);
+    }
+    Option<StructType> inferred = fileFormat.inferSchema(spark, opts, index.allFiles());
+    if (inferred.isEmpty()) {
+      throw new IllegalArgumentException("sluice: cannot infer a schema from " + index);
+    }
+    return inferred.get().asNullable();
+  }
+
+  /** Every path listed once, as itself: not missing, not a folder, never twice. */
+  private static void checkEachOnce(Configuration conf, List<Path> roots, List<FileStatus> files)
+      throws IOException {
+    Map<Path, Integer> listed = new HashMap<>();
+    for (FileStatus file : files) {
+      listed.merge(file.getPath(), 1, Integer::sum);
+    }
+    for (Path root : roots) {
+      Path qualified = root.getFileSystem(conf).makeQualified(root);
+      Integer times = listed.remove(qualified);
+      if (times == null || times != 1) {
+        throw new FileNotFoundException(
+            "sluice: input file " + root + " was listed " + (times == null ? 0 : times)
+                + " times instead of once (missing, a folder, or named twice)");
+      }
+    }
+    if (!listed.isEmpty()) {
+      throw new FileNotFoundException("sluice: listing found files not asked for: " + listed.keySet());
+    }
+  }
+}

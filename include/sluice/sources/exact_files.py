@@ -1,0 +1,54 @@
+"""Read exactly the files named, each once, whatever characters their names hold.
+
+Spark's ``spark.read.text(paths)`` / ``.parquet(*paths)`` take a path holding ``{}[]*?\\`` as a
+Hadoop glob pattern: ``a*.jsonl`` reads ``ab.jsonl`` too, ``[x].jsonl`` reads ``x.jsonl`` (or
+nothing), ``b\\c.jsonl`` reads ``bc.jsonl``, and the folder listing a glob makes fails on any
+name in it with a colon (``2026-03-01T12:00:00.jsonl``). Escaping the pattern does not cure
+the colon (Hadoop's globber rebuilds every path component with ``new Path(parent, name)``,
+which takes ``2026-03-01T12`` for a URI scheme), and Spark's internal switch
+``__globPaths__=false`` lists every path once per globbing path (Spark 4.2), reading files
+several times. So the helper jar's ``ExactFiles`` builds the relation as Spark's
+``DataSource`` does, minus the glob step, and checks that every path was listed exactly once.
+
+On local disk the files are read through Hadoop's ``RawLocalFileSystem``: the default
+``LocalFileSystem`` opens a ``.<name>.crc`` companion beside every file it reads, and builds
+that path with the same colon-as-scheme parse, so any name with a colon failed there. Input
+files have no such companions (they are hidden names, never listed), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["RAW_LOCAL_FILES", "read_exact"]
+
+# Reader options (they become Hadoop settings of the read only); the cache must be bypassed,
+# or the JVM's cached LocalFileSystem for ``file:`` is handed out regardless.
+RAW_LOCAL_FILES = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+
+
+def read_exact(
+    spark: SparkSession,
+    fmt: str,
+    paths: list[str],
+    options: dict[str, str] | None = None,
+    schema: str | None = None,
+) -> DataFrame:
+    """``paths`` (URIs as Spark's readers take them, not percent-escaped) read by ``fmt``
+    (``text`` or ``parquet``) with reader ``options``; ``schema`` as DDL (None: the text
+    format's ``value``, or Parquet's inferred from the files)."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
+
+    jvm: Any = spark.sparkContext._jvm
+    settings = {**RAW_LOCAL_FILES, **(options or {})}
+    session: Any = spark
+    java = jvm.io.sluice.spark.ExactFiles.read(
+        session._jsparkSession, fmt, list(paths), settings, schema
+    )
+    return ClassicFrame(java, spark)
