@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from sluice.cli import main as cli_main
-from sluice.protocol import plan_epoch, run_epoch
+from sluice.protocol import AttemptStatus, plan_epoch, process_epoch, run_epoch
 from sluice.sources import FilesSource, UnreadableFileNames
 from sluice.sources.exact_files import read_exact
+from sluice.sources.exceptions import PlannedFilesGone
 from sluice.spec import FilesSourceConfig, parse_spec
 from sluice.storage import to_spark_uri
 
@@ -188,3 +189,37 @@ def test_the_exact_reader_refuses_a_missing_file_a_folder_and_a_repeat(
     for paths, times in (([a, a + "-gone"], 0), ([folder], 0), ([a, a], 2)):
         with pytest.raises(Exception, match=f"was listed {times} times instead of once"):
             read_exact(spark, "text", paths)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_planned_file_gone_before_process_is_a_clear_error(
+    spark: Any, local_workspace: Workspace, fmt: str
+) -> None:
+    """A file the plan names is deleted before the epoch reads it: the attempt fails with one
+    message naming pipeline, epoch and file (no Java stack trace), writes nothing, and runs as
+    planned once the file is back."""
+    ws = local_workspace
+    files = [(f"{n}-2026-03-01T12:0{n}:00.{fmt}", _body(n, fmt)) for n in (1, 2)]
+    ws.put_files(files)
+    body = click_spec_dict(ws)
+    body["source"].update(format=fmt, max_files_per_epoch=1)
+    spec = parse_spec(body)
+    assert run_epoch(runtime(spec), spark) is not None
+    assert plan_epoch(runtime(spec)) is not None
+    ws.store("in").delete(files[1][0])
+
+    rt = runtime(spec)
+    with pytest.raises(PlannedFilesGone) as gone:
+        process_epoch(rt, spark, 2)
+    assert str(gone.value).startswith(
+        f"pipeline clicks: epoch 2: {ws.uri('in')}: the planned input '{files[1][0]}' is gone"
+    )
+    assert "Traceback" not in str(gone.value) and "java" not in str(gone.value).lower()
+    assert [a.status for a in rt.repo.attempts(2)] == [AttemptStatus.FAILED]
+    assert rt.repo.checkpoint(2) is None
+
+    ws.put_files(files[1:])
+    assert run_epoch(runtime(spec), spark) is not None
+    assert run_epoch(runtime(spec), spark) is None
+    stats = [rt.repo.checkpoint(e).result.stats for e in (1, 2)]  # type: ignore[union-attr]
+    assert [s.records_read for s in stats] == [len(_records(1)), len(_records(2))]

@@ -43,6 +43,7 @@ from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.base import Prepared
+from sluice.sources.exceptions import PlannedFilesGone
 from sluice.spark import epoch_session
 from sluice.state import StateInput, legacy_parts, state_input, verify_parts, write_part
 
@@ -123,6 +124,8 @@ def process_attempt(
         failed = record.moved_to(AttemptStatus.FAILED, rt.clock(), error=error)
         rt.repo.update_attempt(failed)
         abort_attempt(rt, epoch, record.attempt)
+        if isinstance(exc, PlannedFilesGone):
+            raise exc.in_epoch(rt.name, epoch) from None
         raise
     try:
         record = record.moved_to(AttemptStatus.PREPARED, rt.clock(), result=result)

@@ -9,6 +9,7 @@ __all__ = [
     "FileBehindOffset",
     "KafkaOffsetsGone",
     "KafkaSourceError",
+    "PlannedFilesGone",
     "SourceError",
     "UnreadableFileNames",
 ]
@@ -67,6 +68,32 @@ class UnreadableFileNames(SourceError):
         """The same error, naming the pipeline and the epoch it stops."""
         assert self.source is not None
         return UnreadableFileNames(self.source, self.files, self.reasons, pipeline, epoch)
+
+
+class PlannedFilesGone(SourceError):
+    """Files an epoch's plan names are gone (deleted, replaced by a folder) before the epoch
+    read them: the epoch cannot read what its plan says, and reading less would lose records
+    silently. The process step gives ``pipeline`` and ``epoch`` (:meth:`in_epoch`)."""
+
+    def __init__(
+        self, source: str, files: list[str], pipeline: str | None = None, epoch: int | None = None
+    ) -> None:
+        self.files, self.pipeline, self.epoch = files, pipeline, epoch
+        listed = ", ".join(shown_key(f) for f in files[:5])
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        where = f"pipeline {pipeline}: epoch {epoch}: " if pipeline else ""
+        super().__init__(
+            f"{where}{source}: the planned input {listed}{more} is gone (the plan fixed the "
+            "files this epoch reads, and they are read exactly). Nothing was written. Put the "
+            "file(s) back to run the epoch as planned, or skip them with a run request that "
+            "restores from offsets after them (docs/rewind.md)",
+            source=source,
+        )
+
+    def in_epoch(self, pipeline: str, epoch: int) -> PlannedFilesGone:
+        """The same error, naming the pipeline and the epoch it stops."""
+        assert self.source is not None
+        return PlannedFilesGone(self.source, self.files, pipeline, epoch)
 
 
 def shown_key(key: str) -> str:

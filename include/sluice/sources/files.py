@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.sources.base import Offset, Source, SourceRange
-from sluice.sources.exceptions import FileBehindOffset, UnreadableFileNames
+from sluice.sources.exceptions import FileBehindOffset, PlannedFilesGone, UnreadableFileNames
 from sluice.spark import context_cache
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.storage import ObjectStore, key_problem, to_spark_uri
@@ -286,14 +286,20 @@ class FilesSource(Source):
             for i, k in enumerate(rng.files)
         ]
         schema = self.spec.schema
-        if self.spec.format == "parquet":
-            metas = footers(self.store, list(rng.files))
-            self._footers = {rng.files: metas}
-            frame = parse_parquet(spark, index, schema, self.required, types_of(metas))
-        elif self.spec.format == "csv":
-            frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
-        else:
-            frame = parse_json_lines(spark, index, schema, self.required)
+        try:
+            if self.spec.format == "parquet":
+                metas = footers(self.store, list(rng.files))
+                self._footers = {rng.files: metas}
+                frame = parse_parquet(spark, index, schema, self.required, types_of(metas))
+            elif self.spec.format == "csv":
+                frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
+            else:
+                frame = parse_json_lines(spark, index, schema, self.required)
+        except Exception:
+            gone = [k for k in rng.files if not self.store.exists(k)]  # asked only on failure
+            if gone:
+                raise PlannedFilesGone(self.store.uri(), gone) from None
+            raise
         if self.spec.partition_by == "directory":
             folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
             frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
