@@ -173,8 +173,11 @@ class WarmSoak(Soak):
         are the ones that could leak."""
         if rest:
             self.rested = rt.repo.latest_epoch()
+            # a GC first: the shuffles and broadcasts it frees are removed by Spark's cleaner
+            # on block-manager pool threads, which then idle out within the rest (60 s)
+            self.client.health(gc=True)
             time.sleep(self.args.rest_seconds)
-        health = self.client.health(gc=True, threads=True)
+        health = self.client.health(gc=True, threads=True)  # threads counted before its GC
         sample = {
             "epoch": rt.repo.latest_epoch(),
             "rest": rest,
@@ -360,8 +363,11 @@ class WarmSoak(Soak):
             "",
         ]
         rested = [s for s in self.samples if s["rest"]]
+        usual = statistics.median(s["jvm_threads"] for s in rested) if rested else 0
+        named = [s for s in rested if s in rested[:1] + rested[-1:]
+                 or abs(s["jvm_threads"] - usual) > REST_THREAD_BAND / 2]  # fmt: skip
         lines += [f"JVM threads at rest by name, epoch {s['epoch']}: {s['groups']}"
-                  for s in rested[:1] + rested[-1:]]  # fmt: skip
+                  for s in named]  # fmt: skip
         rule, flat = flatness(self.samples, self.args.warmup)
         one_lifetime = len({s["pid"] for s in self.samples}) == 1
         return [*lines, *rule, f"flat: {'yes' if flat else 'NO'}"], not (flat and one_lifetime)

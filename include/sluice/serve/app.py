@@ -307,13 +307,19 @@ def create_app(state: ServeState) -> FastAPI:
 
 
 def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
-    """What ops (and tests) look at; ``gc``: collect garbage before measuring the heap."""
+    """What ops (and tests) look at; ``gc``: collect garbage before measuring the heap.
+
+    Threads are counted before that collection: it makes Spark's ContextCleaner remove the
+    shuffles and broadcasts it freed, which starts threads of Spark's block-manager pools (they
+    idle out after 60 s) — a count taken after it would show threads the request itself made."""
     registry = state.registry
     context = registry.spark.sparkContext
     jvm: Any = context._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    jvm_threads = int(management.getThreadMXBean().getThreadCount())
+    groups = jvm_thread_groups(registry) if threads else None
     if gc:
         jvm.java.lang.System.gc()
-    management = jvm.java.lang.management.ManagementFactory
     heap = management.getMemoryMXBean().getHeapMemoryUsage()
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     counts = {str(k): v for k, v in registry.counts.items()}
@@ -332,11 +338,11 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
             committed_bytes=int(heap.getCommitted()),
             max_bytes=int(heap.getMax()),
         ),
-        jvm_threads=int(management.getThreadMXBean().getThreadCount()),
+        jvm_threads=jvm_threads,
         python_threads=threading.active_count(),
         long_polls=state.long_polls,
         pipelines_dirs=[str(r) for r in state.roots.roots],
-        jvm_thread_groups=jvm_thread_groups(registry) if threads else None,
+        jvm_thread_groups=groups,
         rss_bytes=rss_bytes(os.getpid()),
         jvm_pid=jvm_pid,
         jvm_rss_bytes=rss_bytes(jvm_pid),
