@@ -79,19 +79,30 @@ def _produce(kafka: KafkaServer, topic: str) -> dict[tuple[int, int], tuple[str,
     for partition in range(len(FOLDERS)):
         intended = [(value, at) for p, value, at in origin if p == partition]
         held = log[partition]
-        assert [v for _, v in held] == [v for v, _ in intended], (
+        values = [v for _, v in held]
+        wanted = [v for v, _ in intended]
+        first = next((i for i, (h, w) in enumerate(zip(values, wanted, strict=False)) if h != w),
+                     min(len(values), len(wanted)))  # fmt: skip
+        assert values == wanted, (
             f"partition {partition} holds {len(held)} records, not its folder's "
-            f"{len(intended)} lines in order: first difference at index "
-            f"{next((i for i, (h, w) in enumerate(zip(held, intended)) if h[1] != w[0]), None)}"
+            f"{len(intended)} lines in order: first difference at index {first}"
         )
-        where.update({(partition, offset): at for (offset, _), (_, at) in zip(held, intended)})
+        where.update(
+            {(partition, offset): at for (offset, _), (_, at) in zip(held, intended, strict=True)}
+        )
     reported = {(w.partition, w.offset): at for w, (_, _, at) in zip(written, origin, strict=True)}
     assert reported == where, "the delivery reports and the broker's log disagree"
     return where
 
 
-def _evidence(spec: Any, rt: Any, topic: str, origin: dict[tuple[int, int], tuple[str, int]],
-              diffs: list[str], windows: set[tuple[str, datetime]]) -> str:
+def _evidence(
+    spec: Any,
+    rt: Any,
+    topic: str,
+    origin: dict[tuple[int, int], tuple[str, int]],
+    diffs: list[str],
+    windows: set[tuple[str, datetime]],
+) -> str:
     """For each differing window: every input line of its user and minute, where the broker
     holds it, which epoch planned it, and whether the engine wrote it late or dead."""
     back = {at: po for po, at in origin.items()}
@@ -99,12 +110,14 @@ def _evidence(spec: Any, rt: Any, topic: str, origin: dict[tuple[int, int], tupl
     marks = []
     for epoch in range(1, (rt.repo.latest_epoch() or 0) + 1):
         record = rt.repo.checkpoint(epoch)
-        rng = rt.source.decode_range(record.plan.source_range)
+        rng: Any = rt.source.decode_range(record.plan.source_range)
         for p, end in rng.ends[topic].items():
             for offset in range(rng.starts[topic][p], end):
                 planned[(p, offset)] = epoch
-        marks.append(f"epoch {epoch}: {dict(rng.starts[topic])}..{dict(rng.ends[topic])} "
-                     f"watermark after {record.result.watermark_us}")
+        marks.append(
+            f"epoch {epoch}: {dict(rng.starts[topic])}..{dict(rng.ends[topic])} "
+            f"watermark after {record.result.watermark_us}"
+        )
     late = {(r["source_file"], int(r["source_line"])) for r in committed_rows(spec, "late_records")}
     dead = {(d["file"], int(d["line"])) for d in committed_rows(spec, "dead_letters")}
     lines = [*diffs[:20]]
@@ -118,10 +131,16 @@ def _evidence(spec: Any, rt: Any, topic: str, origin: dict[tuple[int, int], tupl
                 continue
             if row.get("user") != user or ts.replace(second=0, microsecond=0) != start:
                 continue
-            fate = ("late" if (f"kafka://{topic}/{p}", offset) in late else
-                    "dead" if (f"kafka://{topic}/{p}", offset) in dead else "in window")
-            lines.append(f"  {key}:{number} ts {ts} at {p}/{offset} epoch "
-                         f"{planned.get((p, offset))} {fate}")
+            fate = (
+                "late"
+                if (f"kafka://{topic}/{p}", offset) in late
+                else "dead"
+                if (f"kafka://{topic}/{p}", offset) in dead
+                else "in window"
+            )
+            lines.append(
+                f"  {key}:{number} ts {ts} at {p}/{offset} epoch {planned.get((p, offset))} {fate}"
+            )
     return "\n".join([*lines, *marks])
 
 
