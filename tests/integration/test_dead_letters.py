@@ -155,3 +155,24 @@ def test_an_expression_spark_cannot_analyse_stops_the_epoch_naming_the_field(
         run_until_drained(rt, spark)
     assert rt.repo.latest_epoch() == 0
     assert [a.status.value for a in rt.repo.attempts(1)] == ["failed"]
+
+
+def test_the_dead_letter_write_plans_the_parse_once(run: Any, spark: Any) -> None:
+    """The dead letters' filter (``_error IS NOT NULL``) stays above the parse. Pushed below
+    it, Spark wrote every parse step's definition into the condition, nested in each other:
+    a 4.4 MB plan and a 9.2 MiB task binary for a few lines (``pushdown_barrier``)."""
+    spec, _, _ = run
+    dead_path = spec.dead_letters.path.removeprefix("file://")
+    store = spark._jsparkSession.sharedState().statusStore()
+    plans = []
+    executions = store.executionsList().iterator()
+    while executions.hasNext():
+        plan = executions.next().physicalPlanDescription()
+        if dead_path in plan:
+            plans.append(plan)
+    assert len(plans) == 2, f"{len(plans)} writes of {dead_path} recorded"  # one an epoch
+    for plan in plans:
+        filters = [line for line in plan.splitlines() if line.startswith("Condition :")]
+        pushed = [c[:300] for c in filters if "_error" not in c and "JsonBytes" in c]
+        assert not pushed, f"the dead letters' filter pushed into the parse: {pushed}"
+        assert len(plan) < 100_000, f"a plan of {len(plan):,} characters"

@@ -31,6 +31,7 @@ from sluice.jvm.udfs import (
     new_ledger,
     partition_value,
     position_max,
+    pushdown_barrier,
 )
 from sluice.operators.base import (
     ACCEPTED,
@@ -285,7 +286,8 @@ def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -
     """The dead-letter rows of ``records`` (every column): those with an ``_error``, which
     are dead before anything else."""
     code_and_reason = F.split(F.col("_error"), ": ", 2)
-    return records.where(F.col("_error").isNotNull()).select(
+    barred = records.select("*", pushdown_barrier().alias("_barrier"))
+    return barred.where((F.col("_barrier") >= 0) & F.col("_error").isNotNull()).select(
         F.lit(spec.name).alias("pipeline"),
         F.lit(epoch).cast("long").alias("epoch"),
         F.lit(source).alias("source"),
