@@ -16,44 +16,54 @@ pytest_plugins = [
 
 # make test runs two pytest-xdist workers with --dist loadfile --no-loadscope-reorder: a file
 # runs whole on one worker, and files start in collection order. The files that take longest
-# (measured in a fresh-clone run, seconds of one worker) go first, so no long file starts last
-# and leaves the other worker idle (longest-processing-time-first).
+# go first, so no long file starts last and leaves the other worker idle
+# (longest-processing-time-first). Order from one worker's wall seconds per file in a full
+# run (`make test PYTEST_ARGS=--file-times=F`, then `python -m tests.fixtures.file_times F`),
+# measured under load beside the warm soak; the dead-letter fix since cut the stateless files.
 LONGEST_FIRST = (
-    "tests/airflow/test_dag_test.py",  # ~280 s: three DAG runs with spark-submit
-    "tests/airflow/test_server.py",  # ~250 s: a real Airflow API server and scheduler
-    "tests/sinks/test_contract.py",
-    "tests/test_cli.py",
-    "tests/integration/test_windows.py",
-    "tests/faults/test_crash_recovery.py",
-    "tests/sinks/test_delta_sink.py",
-    "tests/integration/test_split_invariance.py",
-    "tests/faults/test_corruption.py",
-    "tests/faults/test_storage_faults.py",  # ~210 s: a pipeline through the S3 fault proxy
-    "tests/faults/test_bad_input.py",
-    "tests/faults/test_security.py",
-    "tests/faults/test_spark_kills.py",
-    "tests/airflow/test_monitor_browser.py",  # ~65-140 s: an Airflow API server, Chromium
-    "tests/airflow/test_monitor_rewind_browser.py",  # ~60-100 s: the same
-    "tests/keyed/test_count_window_average.py",
+    "tests/airflow/test_server.py",  # ~270 s: a real Airflow API server and scheduler
+    "tests/sinks/test_contract.py",  # ~260 s
+    "tests/integration/test_windows.py",  # ~230 s
+    "tests/state/test_compaction.py",  # ~180 s
     "tests/serve/test_crashes.py",  # ~60-180 s: three sluice serve starts, two SIGKILLs
-    "tests/serve/test_server.py",
-    "tests/faults/test_crash_matrix.py",  # ~200 s: 13 SIGKILLs, 4 of them in a new JVM
-    "tests/keyed/test_keyed_crashes.py",
-    "tests/airflow/test_warm.py",
-    "tests/stateless/test_stateless_pipelines.py",
-    "tests/stateless/test_stateless_crashes.py",  # a SIGKILL in a new JVM
-    "tests/airflow/test_cluster.py",
-    "tests/faults/test_races.py",
-    "tests/protocol/test_retention.py",
-    "tests/protocol/test_upgrade.py",
+    "tests/test_cli.py",  # ~165 s: CLI subprocesses, each a JVM
+    "tests/airflow/test_dag_test.py",  # ~150 s: three DAG runs with spark-submit
+    "tests/faults/test_corruption.py",
     "tests/faults/test_sink_matrix.py",
-    "tests/faults/test_crash_on_update.py",
-    "tests/integration/test_nexmark_queries.py",
-    "tests/integration/test_sessions.py",
+    "tests/faults/test_crash_matrix.py",
+    "tests/faults/test_crash_recovery.py",
+    "tests/serve/test_server.py",
+    "tests/stateless/test_stateless_crashes.py",  # a SIGKILL in a new JVM
+    "tests/sinks/test_delta_sink.py",
     "tests/keyed/test_keyed_pipelines.py",
+    "tests/faults/test_storage_faults.py",  # a pipeline through the S3 fault proxy
+    "tests/airflow/test_warm.py",
+    "tests/faults/test_crash_on_update.py",
+    "tests/stateless/test_stateless_pipelines.py",  # ~60 s (was ~370 s before the fix)
+    "tests/integration/test_split_invariance.py",
+    "tests/airflow/test_cluster.py",
+    "tests/keyed/test_keyed_crashes.py",
+    "tests/windows/test_window_index.py",
+    "tests/airflow/test_monitor_browser.py",  # an Airflow API server, Chromium
+    "tests/faults/test_spark_kills.py",
+    "tests/protocol/test_stateless_upgrade.py",
+    "tests/storage/test_object_store_contract.py",
+    "tests/integration/test_sessions.py",
     "tests/sources/test_kafka_source.py",
+    "tests/protocol/test_upgrade.py",
+    "tests/sources/test_file_names.py",
     "tests/sources/test_kafka_security.py",
-    "tests/protocol/test_rewind.py",
+    "tests/sinks/test_files_sink.py",
+    "tests/sources/test_files_source.py",
+    "tests/sinks/test_compaction.py",
+    "tests/airflow/test_light_imports.py",
+    "tests/integration/test_qos.py",
+    "tests/keyed/test_batches.py",
+    "tests/airflow/test_monitor_rewind_browser.py",
+    "tests/integration/test_nexmark_queries.py",
+    "tests/faults/test_security.py",
+    "tests/faults/test_bad_input.py",
+    "tests/keyed/test_count_window_average.py",
     "tests/test_monitor.py",
 )
 
