@@ -174,6 +174,13 @@ def test_kafka_partitions_have_their_own_watermarks_and_go_idle_like_folders(
     assert len(outcomes) >= len(origin) // 120  # several epochs, each cut across partitions
     first = rt.source.decode_range(outcomes[0].checkpoint.plan.source_range)
     assert all(first.ends[topic][p] > 0 for p in range(len(FOLDERS)))
+    # every planned offset was read, once (a plain topic: no control or aborted records)
+    counts = [
+        (o.checkpoint.epoch, o.checkpoint.result.stats.records_read,
+         rt.source.decode_range(o.checkpoint.plan.source_range).units)
+        for o in outcomes
+    ]  # fmt: skip
+    assert [read for _, read, _ in counts] == [planned for _, _, planned in counts], counts
 
     out = committed_rows(spec, "out")
     diffs = compare(out, ref.emitted, WINDOW_KEYS)
