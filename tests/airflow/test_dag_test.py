@@ -19,7 +19,7 @@ from airflow.sdk.definitions.param import ParamValidationError
 from sluice.demo import render_click_files
 from sluice.spec import parse_spec
 
-from tests.fixtures.airflow import REPO, provision
+from tests.fixtures.airflow import REPO, files_beside_the_db, provision
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
 from tests.fixtures.postgres import SUPERUSER
 from tests.reference import compare_rows
@@ -72,7 +72,7 @@ def _assert_secret_nowhere(spec: Any, home: Path, postgres_server: Any) -> None:
     assert xcoms, "the DAG runs pushed no XCom: nothing was checked"
     assert [v for v in xcoms if PLANTED in v] == []
     planted = PLANTED.encode()
-    files = [p for p in home.rglob("*") if p.is_file() and p.name != "airflow.db"]
+    files = files_beside_the_db(home)  # not the DB's own files: see the helper
     workspace = Path(spec.checkpoint.storage.removeprefix("file://")).parent
     files += [p for p in workspace.rglob("*") if p.is_file()]
     assert len(files) > 20

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from tests.fixtures.airflow import (
     START_TIMEOUT_S,
     AirflowServer,
     airflow_env,
+    copy_db,
     free_port,
     wait_for,
 )
@@ -68,7 +68,7 @@ def monitor(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     home = root / "airflow"
     home.mkdir()
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
-    shutil.copy(airflow_db / "airflow.db", home / "airflow.db")  # migrated once a session
+    copy_db(airflow_db / "airflow.db", home / "airflow.db")  # migrated once a session
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = airflow_env(

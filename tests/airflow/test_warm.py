@@ -21,7 +21,7 @@ import yaml
 from airflow.dag_processing.dagbag import DagBag
 from sluice.spec import parse_spec
 
-from tests.fixtures.airflow import REPO, airflow_env
+from tests.fixtures.airflow import REPO, airflow_env, files_beside_the_db
 from tests.fixtures.pipelines import assert_click_output_exact, click_spec_dict
 from tests.fixtures.postgres import SUPERUSER
 from tests.fixtures.serve import ServeProcess
@@ -97,7 +97,7 @@ def test_warm_runs_commit_epochs_equal_to_the_reference(
                  if t == "process"]  # fmt: skip
     assert len(xcoms) >= 2 and all(serve_server.url not in x for x in xcoms)
     assert all("spark_application_id" in x for x in xcoms)
-    files = [p for p in airflow_db.rglob("*") if p.is_file() and p.name != "airflow.db"]
+    files = files_beside_the_db(airflow_db)  # not the DB's own files: see the helper
     files += [p for p in tmp_path.rglob("*") if p.is_file()]
     files.append(serve_server.log)
     assert [str(p) for p in files if PLANTED.encode() in p.read_bytes()] == []
