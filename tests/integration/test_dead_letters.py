@@ -160,7 +160,7 @@ def test_an_expression_spark_cannot_analyse_stops_the_epoch_naming_the_field(
 def test_the_dead_letter_write_plans_the_parse_once(run: Any, spark: Any) -> None:
     """The dead letters' filter (``_error IS NOT NULL``) stays above the parse. Pushed below
     it, Spark wrote every parse step's definition into the condition, nested in each other:
-    a 4.4 MB plan and a 9.2 MiB task binary for a few lines (``pushdown_barrier``)."""
+    a 4.4 MB plan and a 9.2 MiB task binary for a few lines (``where_not_pushed``)."""
     spec, _, _ = run
     dead_path = spec.dead_letters.path.removeprefix("file://")
     store = spark._jsparkSession.sharedState().statusStore()

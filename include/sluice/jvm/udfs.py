@@ -151,17 +151,19 @@ def counting(
     return frame.where(tallied >= F.lit(0)), ledger
 
 
-def pushdown_barrier() -> Column:
-    """A column Spark cannot move, for a projection that a filter above it must not pass.
-    Spark pushes a filter below the projections that define its columns by writing their
-    definitions into it, and stops at a projection with a nondeterministic column
-    (``PushPredicateThroughNonJoin``). A filter on a parsed record's ``_error``, pushed down
-    that way, became one expression of every parse step nested in every other: 4.4 MB of
-    plan text, a 9.2 MiB task binary and an interpreted filter for the dead letters of a
-    100-line epoch. ``spark_partition_id()`` is nondeterministic and costs nothing a row."""
+def where_not_pushed(frame: Any, condition: Column) -> Any:
+    """``frame.where(condition)``, with the filter kept where it is. Spark pushes a filter
+    below the projections that define its columns by writing their definitions into it
+    (``PushPredicateThroughNonJoin``), and stops only at a projection with a nondeterministic
+    column the filter uses (an unused one is pruned first). A filter on a parsed record's
+    ``_error``, pushed down that way, became one expression of every parse step nested in
+    every other: 4.4 MB of plan text, a 9.2 MiB task binary and an interpreted filter for the
+    dead letters of a 100-line epoch. ``spark_partition_id()`` is nondeterministic and costs
+    nothing a row."""
     from pyspark.sql import functions as F
 
-    return F.spark_partition_id()
+    barred = frame.select("*", F.spark_partition_id().alias("_barrier"))
+    return barred.where((F.col("_barrier") >= 0) & condition).drop("_barrier")
 
 
 def counted(ledger: Ledger, code: int | None = None) -> int:

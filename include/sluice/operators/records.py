@@ -31,7 +31,7 @@ from sluice.jvm.udfs import (
     new_ledger,
     partition_value,
     position_max,
-    pushdown_barrier,
+    where_not_pushed,
 )
 from sluice.operators.base import (
     ACCEPTED,
@@ -286,8 +286,7 @@ def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -
     """The dead-letter rows of ``records`` (every column): those with an ``_error``, which
     are dead before anything else."""
     code_and_reason = F.split(F.col("_error"), ": ", 2)
-    barred = records.select("*", pushdown_barrier().alias("_barrier"))
-    return barred.where((F.col("_barrier") >= 0) & F.col("_error").isNotNull()).select(
+    return where_not_pushed(records, F.col("_error").isNotNull()).select(
         F.lit(spec.name).alias("pipeline"),
         F.lit(epoch).cast("long").alias("epoch"),
         F.lit(source).alias("source"),
