@@ -174,7 +174,7 @@ def _run(args: argparse.Namespace) -> int:
     _plan_request(rt, args)
     outcomes = run_with_progress(
         rt,
-        _spark(rt),
+        lambda: _spark(rt),  # started at the first epoch with input: none when drained
         console,
         max_epochs=args.max_epochs,
         max_files=args.max_files,

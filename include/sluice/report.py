@@ -78,7 +78,7 @@ def _describe_stateless(table: Table, spec: PipelineSpec) -> None:
 
 def run_with_progress(
     rt: Runtime,
-    spark: SparkSession,
+    spark: SparkSession | Callable[[], SparkSession],
     console: Console,
     *,
     max_epochs: int | None = None,

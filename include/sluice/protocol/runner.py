@@ -30,24 +30,25 @@ class EpochOutcome:
 
 def run_epoch(
     rt: Runtime,
-    spark: SparkSession,
+    spark: SparkSession | Callable[[], SparkSession],
     *,
     max_units: int | None = None,
     allow_state_drop: bool = False,
 ) -> EpochOutcome | None:
     """plan -> process -> commit for the next epoch; None when there is nothing to read.
-    ``allow_state_drop``: see :mod:`sluice.protocol.upgrade`."""
+    ``spark``: a session, or a function that starts one, called only when there is an epoch
+    to process. ``allow_state_drop``: see :mod:`sluice.protocol.upgrade`."""
     plan = plan_epoch(rt, max_units=max_units, allow_state_drop=allow_state_drop)
     if plan is None:
         return None
-    record = process_epoch(rt, spark, plan.epoch)
+    record = process_epoch(rt, spark() if callable(spark) else spark, plan.epoch)
     checkpoint = commit_epoch(rt, record.epoch, record.attempt)
     return EpochOutcome(checkpoint, record.attempt)
 
 
 def run_until_drained(
     rt: Runtime,
-    spark: SparkSession,
+    spark: SparkSession | Callable[[], SparkSession],
     *,
     max_epochs: int | None = None,
     max_units: Callable[[int], int | None] | int | None = None,
@@ -57,9 +58,13 @@ def run_until_drained(
     """Run epochs until the source has nothing new (or ``max_epochs``).
 
     ``max_units`` caps each epoch's input; a callable gets the epoch's ordinal (0-based) so a
-    test can cut the input at arbitrary points.
+    test can cut the input at arbitrary points. ``spark`` may be a function that starts the
+    session: it is called once, at the first epoch with something to process, so a run that
+    finds nothing new starts no JVM (``sluice run`` when drained: 0.3 s instead of 5).
     """
     outcomes: list[EpochOutcome] = []
+    if callable(spark):  # started once, at the first epoch with something to process
+        spark = _once(spark)
     while max_epochs is None or len(outcomes) < max_epochs:
         cap = max_units(len(outcomes)) if callable(max_units) else max_units
         outcome = run_epoch(rt, spark, max_units=cap, allow_state_drop=allow_state_drop)
@@ -69,3 +74,14 @@ def run_until_drained(
         if on_epoch:
             on_epoch(outcome)
     return outcomes
+
+
+def _once(start: Callable[[], SparkSession]) -> Callable[[], SparkSession]:
+    started: list[SparkSession] = []
+
+    def session() -> SparkSession:
+        if not started:
+            started.append(start())
+        return started[0]
+
+    return session
