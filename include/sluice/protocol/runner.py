@@ -60,7 +60,7 @@ def run_until_drained(
     ``max_units`` caps each epoch's input; a callable gets the epoch's ordinal (0-based) so a
     test can cut the input at arbitrary points. ``spark`` may be a function that starts the
     session: it is called once, at the first epoch with something to process, so a run that
-    finds nothing new starts no JVM (``sluice run`` when drained: 0.3 s instead of 5).
+    finds nothing new starts no JVM (``sluice run`` when drained: 0.5 s instead of 5.3).
     """
     outcomes: list[EpochOutcome] = []
     if callable(spark):  # started once, at the first epoch with something to process
