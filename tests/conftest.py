@@ -1,6 +1,17 @@
 """Shared pytest configuration: fixture modules every test directory can use."""
 
+import os
+
 import pytest
+
+# The Spark JVMs the tests start as subprocesses (CLI runs, spark-submit from Airflow tasks,
+# sluice serve, pipelines killed on purpose) live seconds to a minute, and spend much of
+# their CPU in the C2 JIT compiler for code they then barely run: C1 only makes a cold
+# `sluice run` of two epochs 0.78x as long (farm-bench, 4 pairs, median). The session each
+# worker keeps for the whole run is started without it (tests/fixtures/pipelines.py: spark),
+# since a long-lived JVM is slower with C1 only. Test infrastructure only: production JVMs
+# keep the default.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 pytest_plugins = [
     "tests.fixtures.airflow",

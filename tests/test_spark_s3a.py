@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sluice.spark import configure_s3, s3a_conf, s3a_jars, spark_session
+from sluice.spark import configure_s3, s3a_conf, s3a_jars
 from sluice.storage.s3options import S3Options
+
+from tests.fixtures.pipelines import worker_session
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -25,9 +27,9 @@ BUCKET = "sluice-tests"
 def s3a_spark(s3_server: Any) -> Iterator[Any]:
     if not s3a_jars():
         pytest.fail("the s3a jars are missing: run `make jars` (scripts/fetch-jars.sh)")
-    session = spark_session("test-spark-s3a")
+    session = worker_session("test-spark-s3a")
     # A session started earlier in this pytest run (before the S3 server existed) is reused
-    # by getOrCreate; spark_session() has already re-applied the settings, this is explicit.
+    # by getOrCreate; worker_session() has already re-applied the settings, this is explicit.
     configure_s3(session, None)
     yield session
 
