@@ -12,7 +12,7 @@ ROUNDS=${1:-5}
 OUT=${2:-.artifacts/flake-hunt}
 PYTEST=${PYTEST:-.venv/bin/pytest}
 MARKS="not slow and not extended"   # make test's selection
-mkdir -p "$OUT"
+mkdir -p "$OUT/tmp"
 OUT=$(cd "$OUT" && pwd)
 
 declare -A FOLDERS=(
