@@ -6,7 +6,7 @@ Reads every module's imports with ``ast`` (module level, inside functions and cl
 ``try``), leaves out those under ``if TYPE_CHECKING:`` (they never run), resolves each to the
 module of this tree it names and prints the import cycles at two grains:
 
-* modules (``sluice.protocol.process`` -> ``sluice.sinks.base``);
+* modules (``sluice.protocol.process`` -> ``sluice.sinks.files``);
 * first-level packages and modules (``sluice.protocol``, ``sluice.windows``, ``sluice.spark``).
 
 Exit status 1 when either grain has a cycle. ``lint-imports`` checks the layers; this checks

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.operators.base import DEAD_DDL, EpochInput, late_ddl
-from sluice.operators.registry import operator_for
+from sluice.contracts.operators import EpochInput
+from sluice.operators.base import DEAD_DDL, late_ddl
+from sluice.pipeline import operator_for
 from sluice.protocol import plan_epoch
 from sluice.spec import parse_spec
-from sluice.state import StateInput
+from sluice.state import StoredState
 
 from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime
 
@@ -51,7 +52,7 @@ def test_side_outputs_have_the_empty_frames_columns(
     plan = plan_epoch(rt)
     assert plan is not None
     records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
-    inp = EpochInput(spark, records, spec, plan.watermark, StateInput(), 1, "s")
+    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
     out = operator_for(spec).run(inp)
     try:
         out.results.count()  # the stateless pass is its results' write

@@ -29,9 +29,9 @@ from sluice.protocol.request import RunRequest, epoch_ranges
 from sluice.words import noun
 
 if TYPE_CHECKING:
+    from sluice.contracts.records import Savepoint
     from sluice.monitor import PipelineView
     from sluice.protocol import Runtime
-    from sluice.protocol.model import Savepoint
 
 __all__ = [
     "ActionForms",
@@ -249,7 +249,7 @@ class Deletion:
 
 def preview_delete(rt: Runtime, name: str) -> Deletion:
     """The savepoint ``name`` as stored now. Raises :class:`InvalidRunRequest`."""
-    from sluice.protocol.layout import SAVEPOINT_NAME
+    from sluice.contracts.layout import SAVEPOINT_NAME
 
     found = rt.repo.savepoint(name) if SAVEPOINT_NAME.match(name) else None
     if found is None:

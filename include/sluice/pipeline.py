@@ -1,6 +1,9 @@
 """Opening a pipeline: the one place a spec becomes the :class:`~sluice.protocol.Runtime`
 every step runs on, for the CLI, the process jobs, ``sluice serve``, Airflow's tasks and the
-monitor alike.
+monitor alike — and the wiring: which runtime each component ``type`` of a spec opens
+(:data:`SOURCE_BUILDERS`, :data:`SINK_BUILDERS`) and which operator runs it
+(:func:`operator_for`). Configs are plain data (:mod:`sluice.spec.components`); each builder
+imports its runtime when a pipeline opens one, so loading a spec (DAG parsing) imports none.
 
 What differs between them is passed in, never looked up on the side: the run id of the
 orchestrator, connections it resolved (Airflow's), the Spark session a warm server lends, how
@@ -10,22 +13,50 @@ from the environment are the defaults (STYLE.md §7: the protocol itself reads n
 
 from __future__ import annotations
 
+import copy
+import inspect
 import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sluice.connections import connections_from_env
+from sluice.contracts.sinks import Sink
+from sluice.contracts.sources import Source
+from sluice.protocol.exceptions import MissingConnection, PluginError
 from sluice.protocol.faults import Faults
-from sluice.protocol.runtime import Runtime
+from sluice.protocol.repository import Repository
+from sluice.protocol.runtime import Runtime, SinkRole, open_repository
 from sluice.spec import PipelineSpec, load_spec
+from sluice.spec.components.base import SinkConfig, SourceConfig
+from sluice.spec.components.delta_sink import DeltaSinkConfig
+from sluice.spec.components.files_sink import FilesSinkConfig
+from sluice.spec.components.files_source import FilesSourceConfig
+from sluice.spec.components.kafka_source import KafkaSourceConfig
+from sluice.spec.components.nexmark_source import NexmarkSourceConfig
+from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
+from sluice.spec.components.postgres_sink import PostgresSinkConfig
+from sluice.spec.components.sqlite_source import SqliteSourceConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["new_attempt_id", "open_pipeline"]
+    from sluice.contracts.operators import Operator
+
+__all__ = [
+    "SINK_BUILDERS",
+    "SOURCE_BUILDERS",
+    "BuildContext",
+    "new_attempt_id",
+    "open_pipeline",
+    "open_runtime",
+    "open_sink",
+    "open_source",
+    "operator_for",
+]
 
 
 def new_attempt_id() -> str:
@@ -54,7 +85,7 @@ def open_pipeline(
     env = os.environ if env is None else env
     if not isinstance(spec, PipelineSpec):
         spec = load_spec(Path(spec))
-    return Runtime.build(
+    return open_runtime(
         spec,
         clock=clock,
         new_attempt_id=attempt_ids,
@@ -63,3 +94,194 @@ def open_pipeline(
         connections={**connections_from_env(env), **(connections or {})},
         spark=spark,
     )
+
+
+def open_runtime(
+    spec: PipelineSpec,
+    *,
+    clock: Callable[[], float],
+    new_attempt_id: Callable[[], str],
+    faults: Faults | None = None,
+    run_id: str | None = None,
+    connections: Mapping[str, str] | None = None,
+    spark: Callable[[], SparkSession] | None = None,
+) -> Runtime:
+    """Open the checkpoint store, the source and every sink named by ``spec``, with exactly
+    the connections given (:func:`open_pipeline` adds the environment's).
+
+    ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called only
+    when one does.
+    """
+    repo = open_repository(spec)
+    ctx = BuildContext(repo, connections or {}, spark or _default_spark(spec))
+    source = open_source(spec, ctx)
+    roles = [SinkRole(open_sink(s, spec, ctx, f"sinks.{s.name}"), "results") for s in spec.sinks]
+    roles.append(SinkRole(open_sink(spec.late_records, spec, ctx, "late_records"), "late"))
+    roles.append(SinkRole(open_sink(spec.dead_letters, spec, ctx, "dead_letters"), "dead"))
+    return Runtime(
+        spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id,
+        lambda: operator_for(spec),
+    )  # fmt: skip
+
+
+def operator_for(spec: PipelineSpec) -> Operator[PipelineSpec]:
+    """The operator of ``spec`` (its ``operator``: windows, a keyed process function or none)."""
+    if spec.operator == "windows":
+        from sluice.windows.operator import WindowOperator
+
+        return WindowOperator(spec)
+    if spec.operator == "process":
+        from sluice.keyed.operator import KeyedOperator
+
+        return KeyedOperator(spec)
+    from sluice.operators.stateless import StatelessOperator
+
+    return StatelessOperator(spec)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What opening a component may need besides its config and the spec: the checkpoint
+    repository, connection URIs by id, and a Spark session getter (called only if needed)."""
+
+    repo: Repository
+    connections: Mapping[str, str]
+    spark: Callable[[], Any]
+
+
+SourceBuilder = Callable[[Any, PipelineSpec, BuildContext], Source[Any, Any]]
+SinkBuilder = Callable[[Any, PipelineSpec, BuildContext, str], Sink]
+
+
+def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
+    from sluice.sources.files import FilesSource
+    from sluice.storage import open_store
+
+    store = open_store(c.path, s3=spec.s3)
+    return FilesSource(c, store, required=(spec.event_time.column,), history=ctx.repo.planned_files)
+
+
+def _kafka_source(c: KafkaSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
+    from sluice.sources.kafka import KafkaSource
+
+    url = ctx.connections.get(c.connection) if c.connection else None
+    return KafkaSource(c, required=(spec.event_time.column,), connection=url)
+
+
+def _nexmark_source(
+    c: NexmarkSourceConfig, spec: PipelineSpec, ctx: BuildContext
+) -> Source[Any, Any]:
+    from sluice.sources.nexmark import NexmarkSource
+
+    return NexmarkSource(c)
+
+
+def _sqlite_source(
+    c: SqliteSourceConfig, spec: PipelineSpec, ctx: BuildContext
+) -> Source[Any, Any]:
+    from sluice.examples.sqlite_source import SqliteSource
+
+    settings = c.model_dump(include={"path", "table", "id_column", "rows_per_epoch"})
+    return SqliteSource(c, settings, spec.event_time.column)
+
+
+def _plugin_source(
+    c: PluginSourceConfig, spec: PipelineSpec, ctx: BuildContext
+) -> Source[Any, Any]:
+    built: Source[Any, Any] = _plugin(c, spec, "source", Source, spec.event_time.column)
+    return built
+
+
+def _files_sink(c: FilesSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    from sluice.sinks.files import FilesSink
+    from sluice.storage import open_store
+
+    return FilesSink(c, open_store(c.path, s3=spec.s3))
+
+
+def _postgres_sink(
+    c: PostgresSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str
+) -> Sink:
+    from sluice.sinks.postgres import PostgresSink
+
+    url = ctx.connections.get(c.connection)
+    if url is None:
+        raise MissingConnection(spec.name, c.name, c.connection)
+    return PostgresSink(c, url, spec.name)
+
+
+def _delta_sink(c: DeltaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    from sluice.sinks.delta import DeltaSink
+    from sluice.storage import open_store
+
+    return DeltaSink(c, open_store(c.path, s3=spec.s3), spec.name, ctx.spark)
+
+
+def _plugin_sink(c: PluginSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    built = _plugin(c, spec, field, Sink, spec.name)
+    name = built.name if isinstance(built, Sink) and hasattr(built, "name") else None
+    if name != c.name:
+        reason = f"its name is {name!r}; set self.name = spec.name"
+        raise PluginError(spec.name, f"{field}.type", c.type, reason)
+    result: Sink = built
+    return result
+
+
+# Each component type's runtime: one line per type (docs/architecture.md).
+SOURCE_BUILDERS: dict[type[SourceConfig], SourceBuilder] = {
+    FilesSourceConfig: _files_source,
+    NexmarkSourceConfig: _nexmark_source,
+    KafkaSourceConfig: _kafka_source,
+    SqliteSourceConfig: _sqlite_source,
+    PluginSourceConfig: _plugin_source,
+}
+SINK_BUILDERS: dict[type[SinkConfig], SinkBuilder] = {
+    FilesSinkConfig: _files_sink,
+    PostgresSinkConfig: _postgres_sink,
+    DeltaSinkConfig: _delta_sink,
+    PluginSinkConfig: _plugin_sink,
+}
+
+
+def open_source(spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
+    """The runtime source of ``spec.source``."""
+    return SOURCE_BUILDERS[type(spec.source)](spec.source, spec, ctx)
+
+
+def open_sink(config: SinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    """The runtime sink of ``config`` (``field``: where the spec declares it)."""
+    return SINK_BUILDERS[type(config)](config, spec, ctx, field)
+
+
+def _plugin(
+    c: PluginSourceConfig | PluginSinkConfig, spec: PipelineSpec, field: str, base: type, *args: Any
+) -> Any:
+    """``cls(config, options, *args)`` for the class ``type: module:Class`` names, imported
+    from the spec's folder first and checked to be a ``base``; whatever the constructor raises
+    (options it refuses, an abstract method left out) becomes a :class:`PluginError` naming
+    the field."""
+    from sluice.keyed.functions import load_reference
+
+    def fail(reason: str) -> PluginError:
+        return PluginError(spec.name, f"{field}.type", c.type, reason)
+
+    origin = spec.origin
+    folder = None if origin == "<memory>" else os.path.dirname(os.path.abspath(origin))
+    cls: Any = load_reference(c.type, folder, fail, what="class", accept=inspect.isclass)
+    if not issubclass(cls, base):
+        wanted = f"{base.__module__}.{base.__qualname__}"
+        raise fail(f"{cls.__module__}.{cls.__qualname__} is not a subclass of {wanted}")
+    try:
+        return cls(c, copy.deepcopy(dict(c.options)), *args)
+    except Exception as exc:
+        reason = f"{cls.__qualname__}(...) raised {type(exc).__name__}: {exc}"
+        raise PluginError(spec.name, f"{field}.options", c.type, reason) from exc
+
+
+def _default_spark(spec: PipelineSpec) -> Callable[[], SparkSession]:
+    def get() -> SparkSession:
+        from sluice.spark import spark_session
+
+        return spark_session(f"sluice-{spec.name}", s3=spec.s3)
+
+    return get

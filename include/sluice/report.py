@@ -20,8 +20,8 @@ from sluice.words import count, noun
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sluice.contracts.records import AttemptRecord
     from sluice.protocol import EpochOutcome, Runtime
-    from sluice.protocol.model import AttemptRecord
 
 __all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "run_with_progress"]
 
@@ -249,7 +249,7 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
 def _attempts_summary(attempts: list[AttemptRecord]) -> dict[str, Any]:
     """An uncommitted epoch's status is its latest attempt's (what happened last: a failure
     after a killed attempt's leftover ``started`` record is a failure), with the last error."""
-    from sluice.protocol import AttemptStatus
+    from sluice.contracts.records import AttemptStatus
 
     if not attempts:
         return {}

@@ -323,17 +323,6 @@ def epoch_session(spark: SparkSession) -> SparkSession:
     return child
 
 
-def context_cache(spark: SparkSession, name: str) -> dict[Any, Any]:
-    """A dict kept on ``spark``'s SparkContext under ``name``: for what is built once per
-    context and reused by every epoch (a new context starts empty, so nothing outlives the
-    JVM objects it refers to)."""
-    context: Any = spark.sparkContext
-    caches: dict[str, dict[Any, Any]] | None = getattr(context, "_sluice_caches", None)
-    if caches is None:
-        caches = context._sluice_caches = {}
-    return caches.setdefault(name, {})
-
-
 def launched_by_spark_submit() -> bool:
     """True in a Python driver that spark-submit started (its JVM is already running)."""
     return bool(os.environ.get("PYSPARK_GATEWAY_PORT"))

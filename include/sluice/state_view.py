@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.contracts.records import Checkpoint
 from sluice.exceptions import StateViewError
-from sluice.protocol.model import Checkpoint
 from sluice.protocol.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def state_view(
     the rows whose key columns equal ``keys`` (compared as text)."""
     from pyspark.sql import functions as F
 
-    from sluice.operators.registry import operator_for
+    from sluice.pipeline import operator_for
     from sluice.protocol.process import read_state
 
     spec = rt.spec

@@ -24,18 +24,18 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from sluice.airflow.monitor import create_app
-from sluice.monitor_actions import preview_restore
-from sluice.protocol import Runtime
-from sluice.protocol.model import (
+from sluice.contracts.records import (
     Checkpoint,
     EpochResult,
     EpochStats,
+    Prepared,
     RetiredMark,
     SinksCommitted,
 )
+from sluice.monitor_actions import preview_restore
+from sluice.protocol import Runtime
 from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
 from sluice.protocol.retention import take_savepoint
-from sluice.sinks.base import Prepared
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import Workspace, click_spec_dict, runtime

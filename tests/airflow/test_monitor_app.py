@@ -28,10 +28,18 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from sluice.airflow.monitor import create_app
-from sluice.operators.watermarks import WatermarkState
-from sluice.protocol import AttemptRecord, AttemptStatus, commit_epoch, plan_epoch
-from sluice.protocol.model import EpochResult, EpochStats, Plan, Restore
+from sluice.contracts.records import (
+    AttemptRecord,
+    AttemptStatus,
+    EpochResult,
+    EpochStats,
+    Plan,
+    Restore,
+    WatermarkState,
+)
+from sluice.protocol import commit_epoch, plan_epoch
 from sluice.protocol.process import Compute, process_attempt
+from sluice.protocol.repository import advance
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import CLICK_SCHEMA, Workspace, click_spec_dict, runtime
@@ -351,7 +359,7 @@ class History:
             watermark = WatermarkState({"": int(events[0] * 1e6)})
             mark_us = int(events[1] * 1e6)
         result = EpochResult(stats, watermark, mark_us, plan.state, (), spark_s)
-        self.rt.repo.update_attempt(record.moved_to(AttemptStatus.PREPARED, self.now,
+        self.rt.repo.update_attempt(advance(record, AttemptStatus.PREPARED, self.now,
                                                     result=result))  # fmt: skip
         self.now += 1.0
         commit_epoch(self.rt, plan.epoch, record.attempt)

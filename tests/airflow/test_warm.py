@@ -134,7 +134,8 @@ def test_on_kill_cancels_the_served_attempt(
     """A retry of the same task follows the attempt still running; another run's task is
     refused (409); ``on_kill`` cancels the attempt, both tasks fail, the record is FAILED."""
     from sluice.airflow.operators import SluiceServedProcessOperator
-    from sluice.protocol import AttemptStatus, plan_epoch
+    from sluice.contracts.records import AttemptStatus
+    from sluice.protocol import plan_epoch
     from sluice.serve import AttemptCancelled, PipelineBusy
 
     from tests.serve.pipelines import gated_pipeline

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from sluice.contracts.layout import checkpoint_key, plan_key
 from sluice.demo import render_click_files
 from sluice.protocol import plan_epoch, process_epoch, run_until_drained
-from sluice.protocol.layout import checkpoint_key, plan_key
 from sluice.protocol.restore import QUARANTINE, restore_after_damage
 from sluice.spec import parse_spec
 from sluice.storage import CorruptObject

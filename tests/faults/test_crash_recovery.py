@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from sluice.contracts.layout import STATE
+from sluice.contracts.records import AttemptStatus
 from sluice.demo import render_click_files
-from sluice.protocol import FAULT_POINTS, AttemptStatus, run_until_drained
-from sluice.protocol.layout import STATE
+from sluice.protocol import FAULT_POINTS, run_until_drained
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import (

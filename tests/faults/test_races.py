@@ -17,17 +17,11 @@ import threading
 from typing import Any
 
 import pytest
+from sluice.contracts.layout import STATE, state_prefix
+from sluice.contracts.records import AttemptStatus
 from sluice.demo import render_click_files
-from sluice.protocol import (
-    AttemptStatus,
-    commit_epoch,
-    plan_epoch,
-    process_epoch,
-    run_epoch,
-    run_until_drained,
-)
+from sluice.protocol import commit_epoch, plan_epoch, process_epoch, run_epoch, run_until_drained
 from sluice.protocol.commit import write_checkpoint
-from sluice.protocol.layout import STATE, state_prefix
 
 from tests.fixtures.pipelines import (
     LOCAL_NOW_S3_SLOW,

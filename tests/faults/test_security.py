@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 from sluice.cli import main as cli_main
+from sluice.pipeline import open_runtime
 from sluice.protocol import InvalidRunRequest, RunRequest
 from sluice.protocol.retention import SavepointError, delete_savepoint, take_savepoint
 from sluice.spec import SpecError, parse_spec
@@ -367,10 +368,10 @@ def test_no_planted_secret_reaches_storage_sinks_or_the_run_output(
         output = done.stdout + done.stderr
         assert done.returncode == 0, output
     else:
-        from sluice.protocol import Runtime, run_until_drained
+        from sluice.protocol import run_until_drained
 
         spec = parse_spec(yaml.safe_load(spec_path.read_text()))
-        rt = Runtime.build(
+        rt = open_runtime(
             spec, clock=lambda: 0.0, new_attempt_id=lambda: uuid.uuid4().hex[:8],
             connections={"warehouse": conn},
         )  # fmt: skip
@@ -398,13 +399,13 @@ def test_a_failing_connection_does_not_show_its_password_in_process(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The test server trusts every password, so a role that does not exist makes it fail."""
-    from sluice.protocol import Runtime, run_until_drained
+    from sluice.protocol import run_until_drained
 
     local_workspace.put_files([("a.jsonl", b'{"user": "a", "ts": "2024-01-01T00:00:00"}\n')])
     conn = f"postgresql://no_such_role:{PG_SECRET}@127.0.0.1:{postgres_server.port}/nope"
     spec = parse_spec(yaml.safe_load(_secret_spec(local_workspace, local_workspace_dir(
         local_workspace), "warehouse").read_text()))  # fmt: skip
-    rt = Runtime.build(
+    rt = open_runtime(
         spec, clock=lambda: 0.0, new_attempt_id=lambda: uuid.uuid4().hex[:8],
         connections={"warehouse": conn},
     )  # fmt: skip

@@ -33,13 +33,7 @@ from typing import Any
 import pytest
 import yaml
 from sluice.demo import render_click_files
-from sluice.protocol import (
-    FAULT_POINTS,
-    commit_epoch,
-    plan_epoch,
-    process_epoch,
-    run_until_drained,
-)
+from sluice.protocol import FAULT_POINTS, commit_epoch, plan_epoch, process_epoch, run_until_drained
 from sluice.sinks.files import STAGING, read_rows
 from sluice.spec import parse_spec
 

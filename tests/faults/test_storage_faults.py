@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sluice.contracts.layout import EPOCHS
 from sluice.demo import render_click_files
 from sluice.protocol import plan_epoch, process_epoch, run_until_drained
-from sluice.protocol.layout import EPOCHS
 from sluice.spark import configure_s3
 from sluice.storage import (
     ObjectAlreadyExists,

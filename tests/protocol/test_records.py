@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.protocol.model import OutputFate, Restore, SinksCommitted, Void
+from sluice.contracts.records import OutputFate, Restore, SinksCommitted, Void
 
 STORED_RESTORES: list[dict[str, Any]] = [
     {"kind": "checkpoint", "epoch": 2, "retract_after": 2, "rewound": [3, 4]},

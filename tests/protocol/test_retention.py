@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sluice.contracts.layout import epoch_of, state_epoch_of
 from sluice.demo import render_click_files
 from sluice.protocol import (
     EpochRetired,
@@ -30,7 +31,6 @@ from sluice.protocol import (
     run_until_drained,
     take_savepoint,
 )
-from sluice.protocol.layout import epoch_of, state_epoch_of
 
 from tests.fixtures.pipelines import (
     click_reference,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sluice.contracts.records import StateRef
 from sluice.protocol import SpecChanged, plan_epoch, run_until_drained
-from sluice.protocol.model import StateRef
 from sluice.sinks.files import read_rows
 from sluice.spec import parse_spec
 from sluice.storage import open_store

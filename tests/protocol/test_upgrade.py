@@ -16,13 +16,7 @@ from typing import Any
 
 import pytest
 from sluice.demo import render_click_files
-from sluice.protocol import (
-    RunRequest,
-    SpecChanged,
-    plan_epoch,
-    run_until_drained,
-    take_savepoint,
-)
+from sluice.protocol import RunRequest, SpecChanged, plan_epoch, run_until_drained, take_savepoint
 from sluice.protocol.process import read_state
 from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.files import read_rows

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sluice.protocol import AttemptStatus, commit_epoch, plan_epoch
+from sluice.contracts.records import AttemptStatus
+from sluice.protocol import commit_epoch, plan_epoch
 from sluice.serve import ServeRefused, ServeUnavailable
 
 from tests.fixtures.pipelines import assert_click_output_exact, staged_keys

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import requests
-from sluice.protocol import AttemptStatus, commit_epoch, plan_epoch
+from sluice.contracts.records import AttemptStatus
+from sluice.protocol import commit_epoch, plan_epoch
 from sluice.serve import AttemptCancelled, PipelineBusy, ServeRefused
 from sluice.spark import engine_jars, submit_conf
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sluice.sinks import Prepared
+from sluice.contracts.records import Prepared
 from sluice.sinks.delta import (
     STAGING,
     DeltaSink,

@@ -13,7 +13,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 import sluice.sinks.files as files_module
-from sluice.sinks import FilesSink, Prepared
+from sluice.contracts.records import Prepared
+from sluice.sinks import FilesSink
 from sluice.spec import FilesSinkConfig
 
 from tests.fixtures.pipelines import Workspace

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg2
 import pytest
-from sluice.sinks import Prepared
+from sluice.contracts.records import Prepared
 from sluice.sinks.postgres import (
     FENCE_TABLE,
     STAGING_SCHEMA,

@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from sluice.cli import main as cli_main
-from sluice.protocol import AttemptStatus, plan_epoch, process_epoch, run_epoch
+from sluice.contracts.records import AttemptStatus
+from sluice.protocol import plan_epoch, process_epoch, run_epoch
 from sluice.sources import FilesSource, UnreadableFileNames
 from sluice.sources.exact_files import read_exact
 from sluice.sources.exceptions import PlannedFilesGone

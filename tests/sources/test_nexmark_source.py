@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from sluice.nexmark import SPEC_SCHEMAS, EventKind, NexmarkConfig, event_kind, generate
-from sluice.protocol import Runtime
+from sluice.pipeline import open_runtime
 from sluice.sources import RECORD_COLUMNS
 from sluice.sources import nexmark as nexmark_source
 from sluice.sources.nexmark import (
@@ -149,7 +149,7 @@ def test_spec_builds_the_source(tmp_path: Path) -> None:
     assert isinstance(spec.source, NexmarkSourceConfig)
     assert spec.source.location == "nexmark://bid" and not hasattr(spec.source, "path")
     assert spec.source.schema == tuple(SPEC_SCHEMAS[EventKind.BID].items())
-    rt = Runtime.build(spec, clock=time.time, new_attempt_id=lambda: "a1")
+    rt = open_runtime(spec, clock=time.time, new_attempt_id=lambda: "a1")
     src = rt.source
     assert isinstance(src, NexmarkSource)
     assert (src.kind, src.first_event, src.stop) == (EventKind.BID, 50, 1050)

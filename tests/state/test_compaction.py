@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from sluice.contracts.layout import state_epoch_of
 from sluice.demo import render_click_files
 from sluice.protocol import run_until_drained
-from sluice.protocol.layout import state_epoch_of
 from sluice.spec import parse_spec
 
 from tests.faults.crashing import crash_step

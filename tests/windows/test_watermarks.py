@@ -9,7 +9,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice.operators.watermarks import Run, WatermarkState, exact_before, verify_runs
+from sluice.contracts.records import WatermarkState
+from sluice.operators.watermarks import Run, exact_before, verify_runs
 from sluice.spec import parse_spec
 from sluice.windows.kinds import kind_of
 

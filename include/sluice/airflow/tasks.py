@@ -23,15 +23,9 @@ from airflow.sdk.exceptions import (
 
 from sluice.airflow.exceptions import RunRefused
 from sluice.connections import connection_uri, connections_from_env
+from sluice.contracts.records import Checkpoint
 from sluice.pipeline import open_pipeline
-from sluice.protocol import (
-    Checkpoint,
-    InvalidRunRequest,
-    RunRequest,
-    Runtime,
-    commit_epoch,
-    take_savepoint,
-)
+from sluice.protocol import InvalidRunRequest, RunRequest, Runtime, commit_epoch, take_savepoint
 from sluice.spec import PipelineSpec, load_spec
 
 __all__ = [

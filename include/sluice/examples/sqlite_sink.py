@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice.contracts.records import Prepared
+from sluice.contracts.sinks import Sink
 from sluice.examples._sqlite import Options, quote, read_only, transaction
 from sluice.examples.exceptions import SqliteSinkError, StagingTableMissing
-from sluice.sinks.base import Prepared, Sink
 from sluice.spec.components.plugins import PluginSinkConfig
 
 if TYPE_CHECKING:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sluice.contracts.sources import Offset, Source, SourceRange
 from sluice.examples._sqlite import Options, quote, read_only
 from sluice.examples.exceptions import RangeChanged, SqliteSourceError
-from sluice.sources.base import Offset, Source, SourceRange
 from sluice.sources.parsing import _typed
 from sluice.spec.components.base import SourceConfig
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sluice.jvm.context import context_cache
 from sluice.jvm.exceptions import HelperClassesMissing
-from sluice.spark import context_cache
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

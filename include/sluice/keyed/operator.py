@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from sluice.contracts.operators import ACCEPTED, EpochFacts, EpochInput, StateUpdate
 from sluice.keyed.batches import RECORD, SIDE, STATE, KeyBatches
 from sluice.keyed.exceptions import ERROR_MARK, ProcessFunctionFailed
 from sluice.keyed.functions import resolve
@@ -32,7 +33,7 @@ from sluice.keyed.runner import (
     stamp_column,
     state_column,
 )
-from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, null_safe_join
+from sluice.operators.base import null_safe_join
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.operators.sqltext import Sql
 from sluice.operators.stateless import no_late_rows
@@ -105,7 +106,7 @@ def stamp_types(spec: PipelineSpec) -> dict[str, str]:
 
 
 class KeyedOperator:
-    """The ``process`` operator (:mod:`sluice.operators.registry`)."""
+    """The ``process`` operator (:func:`sluice.pipeline.operator_for`)."""
 
     def __init__(self, spec: PipelineSpec) -> None:
         self.spec = spec
@@ -158,6 +159,11 @@ class KeyedEpoch:
     alive: int
     carried_keys: int
     cached: list[DataFrame]
+
+    @property
+    def horizon(self) -> int | None:
+        """Keys hold no windows: no emitted-window bound."""
+        return None
 
     @classmethod
     def start(cls, inp: EpochInput, classified: Classification) -> KeyedEpoch:

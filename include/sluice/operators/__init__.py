@@ -1,7 +1,7 @@
 """Operators: what an epoch computes over its records and the state ``S_k``.
 
-:mod:`sluice.operators.base` is the leaf every operator imports (the contract, shared types);
-:mod:`sluice.operators.registry` chooses the operator of a spec. Windows live in
-:mod:`sluice.windows`, keyed process functions in :mod:`sluice.keyed`, the stateless operator in
-:mod:`sluice.operators.stateless`.
+The contract is :mod:`sluice.contracts.operators`; this package holds what implementations
+share (:mod:`sluice.operators.base`, record classification in :mod:`sluice.operators.records`,
+watermarks, SQL text) and the stateless operator. Windows live in :mod:`sluice.windows`, keyed
+process functions in :mod:`sluice.keyed`; :func:`sluice.pipeline.operator_for` chooses a spec's.
 """

@@ -24,6 +24,16 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from sluice.contracts.operators import (
+    ACCEPTED,
+    DEAD,
+    FILTERED,
+    LATE,
+    POSITION,
+    EpochCounts,
+    EpochInput,
+)
+from sluice.contracts.records import WatermarkState
 from sluice.jvm.udfs import (
     Ledger,
     class_tally,
@@ -33,20 +43,10 @@ from sluice.jvm.udfs import (
     position_max,
     where_not_pushed,
 )
-from sluice.operators.base import (
-    ACCEPTED,
-    DEAD,
-    FILTERED,
-    LATE,
-    POSITION,
-    EpochCounts,
-    EpochInput,
-    InvalidExpression,
-    quoted,
-)
+from sluice.operators.base import InvalidExpression, quoted
 from sluice.operators.expressions import failure_reason, guarded
 from sluice.operators.sqltext import Sql, when
-from sluice.operators.watermarks import Run, WatermarkState, verify_runs
+from sluice.operators.watermarks import Run, verify_runs
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from sluice.operators.base import ACCEPTED, EpochFacts, EpochInput, StateUpdate, quoted
+from sluice.contracts.operators import ACCEPTED, EpochFacts, EpochInput, StateUpdate
+from sluice.operators.base import quoted
 from sluice.operators.records import Classification, classify, dead_rows
 
 if TYPE_CHECKING:
@@ -52,6 +53,11 @@ class StatelessEpoch:
     cls: Classification
     columns: tuple[str, ...]
     emitted: int | None = None  # counted by the write
+
+    @property
+    def horizon(self) -> int | None:
+        """No state, no bound."""
+        return None
 
     @property
     def results(self) -> DataFrame:

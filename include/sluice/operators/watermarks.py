@@ -17,59 +17,11 @@ when it could have, the epoch is classified again with the exact prefix
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-__all__ = ["Run", "WatermarkState", "exact_before", "verify_runs"]
+from sluice.contracts.records import WatermarkState
 
-
-@dataclass(frozen=True)
-class WatermarkState:
-    """Largest event time seen so far in each partition (microseconds since the epoch)."""
-
-    max_event_time_us: dict[str, int] = field(default_factory=dict)
-    # Partitions the source lists with input still unread that have never shown an event
-    # time: they hold the global watermark back (a partition is not overtaken before it
-    # starts), so results do not depend on which epoch a partition's first file falls in.
-    pending: tuple[str, ...] = ()
-
-    def watermark_us(self, bound_us: int, idle_timeout_us: int | None = None) -> int | None:
-        """Global watermark: min over the active partitions of (max event time - bound).
-
-        With ``idle_timeout_us``, a partition whose max event time is more than that behind
-        the max of all partitions is idle and does not hold the watermark back.
-        """
-        if not self.max_event_time_us or self.pending:
-            return None
-        newest = max(self.max_event_time_us.values())
-        active = [
-            v
-            for v in self.max_event_time_us.values()
-            if idle_timeout_us is None or newest - v <= idle_timeout_us
-        ]
-        return min(active) - bound_us
-
-    def advanced(
-        self, maxima: Iterable[tuple[str, int]], waiting: Iterable[str] = ()
-    ) -> WatermarkState:
-        """After an epoch: the new per-partition maxima, and ``waiting`` — the partitions the
-        source still has unread input for — of which those never seen become pending."""
-        merged = dict(self.max_event_time_us)
-        for partition, value in maxima:
-            merged[partition] = max(value, merged.get(partition, value))
-        pending = tuple(sorted({p for p in waiting if p not in merged}))
-        return WatermarkState(merged, pending)
-
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"max_event_time_us": dict(sorted(self.max_event_time_us.items()))}
-        if self.pending:
-            body["pending"] = list(self.pending)
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WatermarkState:
-        maxima = {str(k): int(v) for k, v in data.get("max_event_time_us", {}).items()}
-        return cls(maxima, tuple(str(p) for p in data.get("pending", ())))
+__all__ = ["Run", "WatermarkState", "exact_before", "verify_runs"]  # WatermarkState: re-export
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The epoch protocol: plan -> process -> commit, with recovery (DESIGN.md §2).
+"""The epoch protocol: plan -> process -> commit, with recovery (DESIGN.md §2). The documents
+it stores are :mod:`sluice.contracts.records`.
 
 ``process_epoch`` and the runner (``run_epoch``, ``run_until_drained``, ``EpochOutcome``) load
 on first use: they bring in the operators and PySpark, which plan and commit (Airflow's light
@@ -20,21 +21,6 @@ from sluice.protocol.exceptions import (
     SpecChanged,
 )
 from sluice.protocol.faults import ALL_FAULT_POINTS, FAULT_POINTS, RETENTION_FAULT_POINTS, Faults
-from sluice.protocol.model import (
-    AttemptRecord,
-    AttemptStatus,
-    Checkpoint,
-    EpochResult,
-    EpochStats,
-    OutputFate,
-    Plan,
-    Restore,
-    RetiredMark,
-    Savepoint,
-    SinksCommitted,
-    StateRef,
-    Void,
-)
 from sluice.protocol.plan import plan_epoch
 from sluice.protocol.recovery import recover
 from sluice.protocol.repository import Repository
@@ -56,36 +42,23 @@ __all__ = [
     "ALL_FAULT_POINTS",
     "FAULT_POINTS",
     "RETENTION_FAULT_POINTS",
-    "AttemptRecord",
     "AttemptStateError",
-    "AttemptStatus",
-    "Checkpoint",
     "EpochAlreadyCommitted",
     "EpochBeyondNext",
     "EpochOutcome",
-    "EpochResult",
     "EpochRetired",
-    "EpochStats",
     "Faults",
     "InvalidRunRequest",
     "NoPlan",
     "NoPreparedAttempt",
-    "OutputFate",
-    "Plan",
     "PlanOptions",
     "ProtocolError",
     "Repository",
-    "Restore",
     "RetentionReport",
-    "RetiredMark",
     "RunRequest",
     "Runtime",
-    "Savepoint",
     "SavepointError",
-    "SinksCommitted",
     "SpecChanged",
-    "StateRef",
-    "Void",
     "apply_retention",
     "commit_epoch",
     "delete_savepoint",

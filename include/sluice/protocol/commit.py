@@ -13,9 +13,9 @@ put-if-absent, which may succeed once the old checkpoint is deleted): see ``_ref
 
 from __future__ import annotations
 
-from sluice.protocol import layout
+from sluice.contracts import layout
+from sluice.contracts.records import AttemptRecord, AttemptStatus, Checkpoint
 from sluice.protocol.exceptions import EpochRetired, NoPlan, NoPreparedAttempt
-from sluice.protocol.model import AttemptRecord, AttemptStatus, Checkpoint
 from sluice.protocol.recovery import abort_attempt, finish_commit
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists

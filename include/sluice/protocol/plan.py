@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.operators.watermarks import WatermarkState
+from sluice.contracts.records import Checkpoint, Plan, Restore, StateRef, WatermarkState
+from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
-from sluice.protocol.model import Checkpoint, Plan, Restore, StateRef
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import StateMigration, compare_shapes
-from sluice.sources.base import Offset
 from sluice.sources.exceptions import UnreadableFileNames
 from sluice.storage import ObjectAlreadyExists
 

@@ -25,32 +25,33 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sluice.jvm.udfs import counted, counting
-from sluice.operators.base import DEAD_DDL, EpochFacts, EpochInput, EpochOutput, Frame, late_ddl
-from sluice.operators.registry import operator_for
-from sluice.protocol.commit import write_checkpoint
-from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, NoPlan
-from sluice.protocol.model import (
+from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame
+from sluice.contracts.records import (
     AttemptRecord,
     AttemptStatus,
     EpochResult,
     EpochStats,
     Plan,
+    Prepared,
     StatePart,
     StateRef,
 )
+from sluice.jvm.udfs import counted, counting
+from sluice.operators.base import DEAD_DDL, late_ddl
+from sluice.protocol.commit import write_checkpoint
+from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, NoPlan
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
+from sluice.protocol.repository import advance
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.protocol.upgrade import StateMigration
-from sluice.sinks.base import Prepared
 from sluice.sources.exceptions import PlannedFilesGone
 from sluice.spark import epoch_session
-from sluice.state import StateInput, legacy_parts, state_input, verify_parts, write_part
+from sluice.state import StoredState, state_input, state_parts, verify_parts, write_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sluice.operators.base import StateUpdate
+    from sluice.contracts.operators import StateUpdate
     from sluice.protocol.repository import Repository
     from sluice.storage import ObjectStore
 
@@ -121,14 +122,14 @@ def process_attempt(
     except Exception as exc:
         _release(frames, held)
         error = f"{type(exc).__name__}: {exc}"
-        failed = record.moved_to(AttemptStatus.FAILED, rt.clock(), error=error)
+        failed = advance(record, AttemptStatus.FAILED, rt.clock(), error=error)
         rt.repo.update_attempt(failed)
         abort_attempt(rt, epoch, record.attempt)
         if isinstance(exc, PlannedFilesGone):
             raise exc.in_epoch(rt.name, epoch) from None
         raise
     try:
-        record = record.moved_to(AttemptStatus.PREPARED, rt.clock(), result=result)
+        record = advance(record, AttemptStatus.PREPARED, rt.clock(), result=result)
         rt.repo.update_attempt(record)
         rt.faults.hit("process.after_attempt", epoch)
         if rt.spec.qos == 0:
@@ -256,7 +257,7 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         before_hints=rt.source.before_hints(rng, spec.event_time.column),
         compact=state.needs_compaction() or (migration.changed and not state.empty),
     )
-    return operator_for(spec).run(inp)
+    return rt.operator().run(inp)
 
 
 def _stage(
@@ -441,9 +442,6 @@ def _write_state(
     part = compute.write_state(rt.repo.store, update, epoch, attempt)
     if update.kind == "base" and epoch > 1:
         rt.faults.hit("state.after_compaction", epoch)
-    written = getattr(out, "state_written", None)
-    if written is not None:  # an operator that keeps facts about its parts in memory
-        written(part)
     return part
 
 
@@ -451,7 +449,7 @@ def _state_ref(
     rt: Runtime, plan: Plan, out: EpochOutput, part: StatePart | None, facts: EpochFacts
 ) -> StateRef:
     """``S_{k+1}``: the parts before plus this epoch's (a base replaces them all)."""
-    before = legacy_parts(rt.repo.store, plan.state)
+    before = state_parts(rt.repo.store, plan.state)
     if part is not None and part.kind == "base":
         parts: tuple[StatePart, ...] = (part,)
     elif part is not None:
@@ -460,7 +458,7 @@ def _state_ref(
         parts = before
     if facts.state_rows == 0:
         parts = ()
-    horizon = getattr(out, "horizon", None)
+    horizon = out.horizon
     newest = parts[-1] if parts else None
     uri = rt.repo.store.uri(newest.key) if newest is not None else None
     return StateRef(uri, facts.state_rows, None, parts, horizon if parts else None)
@@ -469,7 +467,7 @@ def _state_ref(
 def verify_state(rt: Runtime, ref: StateRef) -> None:
     """Raise :class:`CorruptObject` naming the first state file that is missing, extra or not
     the one its checkpoint recorded (size and digest)."""
-    verify_parts(rt.repo.store, list(legacy_parts(rt.repo.store, ref)))
+    verify_parts(rt.repo.store, list(state_parts(rt.repo.store, ref)))
 
 
 def read_state(
@@ -477,11 +475,11 @@ def read_state(
     rt: Runtime,
     ref: StateRef,
     migration: StateMigration | None = None,
-) -> StateInput:
+) -> StoredState:
     """The state ``S_k`` a plan starts from, as its operator reads it (in state column order
     under the spec now: see :mod:`sluice.protocol.upgrade`)."""
     migration = migration or StateMigration()
-    operator = operator_for(rt.spec)
+    operator = rt.operator()
 
     def align(frame: DataFrame) -> DataFrame:
         return operator.align_state(frame, migration.reset_aggregates, migration.reset_states)

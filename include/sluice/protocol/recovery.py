@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.protocol import layout
-from sluice.protocol.model import AttemptStatus, Checkpoint, OutputFate, SinksCommitted
+from sluice.contracts import layout
+from sluice.contracts.records import AttemptStatus, Checkpoint, OutputFate, Prepared, SinksCommitted
+from sluice.protocol.repository import advance
 from sluice.protocol.retention import apply_retention
 from sluice.protocol.runtime import Runtime, SinkRole
-from sluice.sinks.base import Prepared
 
 __all__ = ["abort_attempt", "finish_commit", "recover"]
 
@@ -79,19 +79,19 @@ def abort_attempt(rt: Runtime, epoch: int, attempt: str) -> None:
     rt.repo.store.delete_prefix(layout.state_prefix(epoch, attempt))
     record = rt.repo.attempt(epoch, attempt)
     if record and record.status in (AttemptStatus.STARTED, AttemptStatus.PREPARED):
-        rt.repo.update_attempt(record.moved_to(AttemptStatus.ABORTED, rt.clock()))
+        rt.repo.update_attempt(advance(record, AttemptStatus.ABORTED, rt.clock()))
 
 
 def _settle_attempts(rt: Runtime, checkpoint: Checkpoint) -> None:
     """Winner -> COMMITTED; every other live attempt of the epoch -> ABORTED."""
     for record in rt.repo.attempts(checkpoint.epoch):
         if record.attempt == checkpoint.attempt and record.status == AttemptStatus.PREPARED:
-            rt.repo.update_attempt(record.moved_to(AttemptStatus.COMMITTED, rt.clock()))
+            rt.repo.update_attempt(advance(record, AttemptStatus.COMMITTED, rt.clock()))
         elif record.attempt != checkpoint.attempt and record.status in (
             AttemptStatus.STARTED,
             AttemptStatus.PREPARED,
         ):
-            rt.repo.update_attempt(record.moved_to(AttemptStatus.ABORTED, rt.clock()))
+            rt.repo.update_attempt(advance(record, AttemptStatus.ABORTED, rt.clock()))
 
 
 def _sweep(rt: Runtime, checkpoint: Checkpoint) -> None:

@@ -6,19 +6,33 @@ import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sluice.protocol import layout
-from sluice.protocol.model import (
+from sluice.contracts import layout
+from sluice.contracts.records import (
     AttemptRecord,
+    AttemptStatus,
     Checkpoint,
     Plan,
     RetiredMark,
     Savepoint,
     SinksCommitted,
 )
+from sluice.protocol.exceptions import AttemptStateError
 from sluice.storage import ObjectAlreadyExists, ObjectNotFound, ObjectStore
 from sluice.storage.manifest import read_manifest, write_manifest
 
-__all__ = ["Repository"]
+__all__ = ["Repository", "advance"]
+
+
+def advance(
+    record: AttemptRecord, status: AttemptStatus, at: float, **changes: Any
+) -> AttemptRecord:
+    """``record`` moved to ``status`` at ``at``; an attempt's status only moves forward
+    (:class:`AttemptStateError` otherwise)."""
+    if not record.can_become(status):
+        raise AttemptStateError(
+            record.pipeline, record.epoch, record.attempt, record.status, status
+        )
+    return record.moved_to(status, at, **changes)
 
 
 class Repository:

@@ -32,11 +32,11 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sluice.contracts.layout import SAVEPOINT_NAME
+from sluice.contracts.records import Plan, Restore
+from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import InvalidRunRequest
-from sluice.protocol.layout import SAVEPOINT_NAME
-from sluice.protocol.model import Plan, Restore
 from sluice.protocol.runtime import Runtime
-from sluice.sources.base import Offset
 
 __all__ = [
     "MISSING_CHOICES",

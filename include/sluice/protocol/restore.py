@@ -24,9 +24,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.protocol import layout
-from sluice.protocol.exceptions import ProtocolError
-from sluice.protocol.model import (
+from sluice.contracts import layout
+from sluice.contracts.records import (
     Checkpoint,
     EpochResult,
     EpochStats,
@@ -37,6 +36,7 @@ from sluice.protocol.model import (
     StateRef,
     Void,
 )
+from sluice.protocol.exceptions import ProtocolError
 from sluice.protocol.process import verify_state
 from sluice.protocol.recovery import finish_commit
 from sluice.protocol.request import RunRequest

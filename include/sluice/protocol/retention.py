@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sluice.protocol import layout
+from sluice.contracts import layout
+from sluice.contracts.records import RetiredMark, Savepoint
 from sluice.protocol.exceptions import SavepointError
-from sluice.protocol.model import RetiredMark, Savepoint
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists
 
@@ -105,13 +105,13 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
 def _referenced_parts(rt: Runtime, epochs: list[int]) -> set[str]:
     """The state part folders (``state/<epoch>-<attempt>``) the checkpoints of ``epochs``
     read."""
-    from sluice.state import legacy_parts
+    from sluice.state import state_parts
 
     found: set[str] = set()
     for epoch in epochs:
         checkpoint = rt.repo.checkpoint(epoch)
         if checkpoint is not None:
-            found.update(p.key for p in legacy_parts(rt.repo.store, checkpoint.result.state))
+            found.update(p.key for p in state_parts(rt.repo.store, checkpoint.result.state))
     return found
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sluice.contracts.records import Checkpoint
 from sluice.protocol.commit import commit_epoch
-from sluice.protocol.model import Checkpoint
 from sluice.protocol.plan import plan_epoch
 from sluice.protocol.process import process_epoch
 from sluice.protocol.runtime import Runtime

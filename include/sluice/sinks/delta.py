@@ -64,7 +64,8 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.sinks.base import Prepared, Sink
+from sluice.contracts.records import Prepared
+from sluice.contracts.sinks import Sink
 from sluice.sinks.exceptions import DeltaSinkError, StagingMissing
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri

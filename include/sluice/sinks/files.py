@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from sluice.sinks.base import Prepared, Sink, StagedFile
+from sluice.contracts.records import Prepared, StagedFile
+from sluice.contracts.sinks import Sink
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 

@@ -48,7 +48,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import psycopg2
 from psycopg2 import sql
 
-from sluice.sinks.base import Prepared, Sink
+from sluice.contracts.records import Prepared
+from sluice.contracts.sinks import Sink
 from sluice.sinks.exceptions import PostgresSinkError, StagingTableMissing
 from sluice.spec.components.postgres_sink import PostgresSinkConfig
 

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.sources.base import RECORD_COLUMNS, Offset, Source, SourceRange
+from sluice.contracts.sources import RECORD_COLUMNS, Offset, Source, SourceRange
 from sluice.sources.exceptions import FileBehindOffset, SourceError, UnreadableFileNames
 from sluice.sources.files import FilesOffset, FilesRange, FilesSource
 

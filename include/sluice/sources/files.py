@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.sources.base import Offset, Source, SourceRange
+from sluice.contracts.sources import Offset, Source, SourceRange
+from sluice.jvm.context import context_cache
 from sluice.sources.exceptions import FileBehindOffset, PlannedFilesGone, UnreadableFileNames
-from sluice.spark import context_cache
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.storage import ObjectStore, key_problem, to_spark_uri
 
@@ -272,13 +272,13 @@ class FilesSource(Source):
         # DAG parsing use this class without either.
         from pyspark.sql import functions as F
 
-        from sluice.sources.footers import footers, types_of
         from sluice.sources.parsing import (
             IndexedFile,
             parse_csv_lines,
             parse_json_lines,
             parse_parquet,
         )
+        from sluice.storage.footers import footers, types_of
 
         assert isinstance(rng, FilesRange)
         index = [
@@ -312,7 +312,7 @@ class FilesSource(Source):
         metas = self._footers.get(rng.files)
         if self.spec.format != "parquet" or metas is None:
             return {}
-        from sluice.sources.footers import column_maxima
+        from sluice.storage.footers import column_maxima
 
         hints: dict[tuple[str, int], int | None] = {}
         running: dict[str, int] = {}

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sluice.sources.base import Offset, Source, SourceRange
+from sluice.contracts.sources import Offset, Source, SourceRange
 from sluice.sources.exceptions import KafkaOffsetsGone, KafkaSourceError
 from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec.components.kafka_source import KafkaSourceConfig, kafka_source_spec

@@ -26,6 +26,8 @@ import json
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from sluice.spec.components.kafka_source import OWNED_SETTINGS, SECRET_SETTINGS
+
 __all__ = [
     "OWNED_SETTINGS",
     "SECRET_SETTINGS",
@@ -34,25 +36,6 @@ __all__ = [
     "spark_settings",
 ]
 
-SECRET_SETTINGS = frozenset({
-    "sasl.password",
-    "sasl.jaas.config",
-    "sasl.oauthbearer.client.secret",
-    "ssl.key.password",
-    "ssl.key.pem",
-    "ssl.keystore.password",
-    "ssl.keystore.key",
-    "ssl.truststore.password",
-})  # fmt: skip
-# Sluice's reads are assigned partitions with exact offsets and no consumer group.
-OWNED_SETTINGS = frozenset({
-    "group.id",
-    "enable.auto.commit",
-    "auto.offset.reset",
-    "key.deserializer",
-    "value.deserializer",
-    "interceptor.classes",
-})  # fmt: skip
 _JAVA_ONLY = ("sasl.jaas.config", "ssl.truststore.", "ssl.keystore.", "sasl.login.",
               "sasl.client.callback.handler.class", "ssl.protocol",
               "ssl.enabled.protocols")  # fmt: skip

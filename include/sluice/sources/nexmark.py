@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sluice.contracts.sources import SPARK_TYPES, Offset, Source, SourceRange
 from sluice.nexmark import EventKind, NexmarkConfig
 from sluice.nexmark.model import AUCTION_PROPORTION, PERSON_PROPORTION, PROPORTION_DENOMINATOR
 from sluice.nexmark.ranges import chunk_size
-from sluice.sources.base import SPARK_TYPES, Offset, Source, SourceRange
 from sluice.spec.components.nexmark_source import (
     DEFAULT_EVENTS_PER_EPOCH,
     NexmarkSourceConfig,

@@ -1,6 +1,6 @@
 """Turn the raw text of input files into typed records plus a per-record error.
 
-Every format produces the columns of :data:`sluice.sources.base.RECORD_COLUMNS` followed by
+Every format produces the columns of :data:`sluice.contracts.sources.RECORD_COLUMNS` followed by
 the schema columns. ``_error`` is ``"<code>: <message>"`` with code ``malformed``,
 ``missing_event_time`` or ``wrong_type``; the first problem found wins, checked in the order
 malformed, required columns (the event time), then the other columns in schema order.
@@ -27,11 +27,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sluice.contracts.sources import SPARK_TYPES
+from sluice.jvm.context import context_cache
 from sluice.operators.sqltext import lit, quote
-from sluice.sources.base import SPARK_TYPES
 from sluice.sources.exact_files import read_exact
-from sluice.sources.footers import ddl
-from sluice.spark import context_cache
+from sluice.storage.footers import ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -264,7 +264,7 @@ def parse_parquet(
     rows with such an error: the dead-letter sink rebuilds the others from the schema columns
     (:func:`sluice.operators.records.dead_rows`), so well-typed rows never pay for it.
 
-    ``stored``: the files' column types when known (:mod:`sluice.sources.footers`); else
+    ``stored``: the files' column types when known (:mod:`sluice.storage.footers`); else
     Spark infers them, merging every file's schema."""
     paths = [f.read for f in index]
     if stored is None:

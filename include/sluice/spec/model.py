@@ -178,7 +178,7 @@ class PipelineSpec:
 
     @property
     def operator(self) -> Literal["windows", "process", "stateless"]:
-        """Which operator runs each epoch (:mod:`sluice.operators.registry`)."""
+        """Which operator runs each epoch (:func:`sluice.pipeline.operator_for`)."""
         if self.window is not None:
             return "windows"
         return "process" if self.process is not None else "stateless"

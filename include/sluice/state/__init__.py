@@ -1,7 +1,7 @@
 """Keyed state on object storage, written incrementally: a base and deltas (RocksDB's
 incremental checkpoints, on S3).
 
-``S_k`` is a list of parts (:class:`~sluice.protocol.model.StatePart`): one ``base``, then
+``S_k`` is a list of parts (:class:`~sluice.contracts.records.StatePart`): one ``base``, then
 one ``delta`` per epoch since, each a folder of Parquet files Spark wrote under
 ``state/<epoch>-<attempt>/``. An epoch writes only what it changed; how a reader folds the
 parts into the current rows is the operator's (windows merge partial aggregates per window;
@@ -21,19 +21,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sluice.protocol import layout
-from sluice.protocol.model import StatePart, StateRef
-from sluice.sources.footers import ddl, stored_types
+from sluice.contracts import layout
+from sluice.contracts.records import StatePart, StateRef
 from sluice.storage import CorruptObject, ObjectStore, to_spark_uri
+from sluice.storage.footers import ddl, stored_types
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "COMPACT_EVERY",
-    "StateInput",
-    "legacy_parts",
+    "StoredState",
     "state_input",
+    "state_parts",
     "verify_parts",
     "write_part",
 ]
@@ -43,8 +43,9 @@ COMPACT_EVERY = 10
 Align = Callable[["DataFrame"], "DataFrame"]
 
 
-def legacy_parts(store: ObjectStore, ref: StateRef) -> tuple[StatePart, ...]:
-    """The parts of ``ref``; a checkpoint written before parts existed holds one snapshot."""
+def state_parts(store: ObjectStore, ref: StateRef) -> tuple[StatePart, ...]:
+    """The parts of ``ref`` (a checkpoint written before parts existed holds one snapshot,
+    read as a single base part)."""
     if ref.parts or ref.uri is None or ref.rows == 0:
         return ref.parts
     key = ref.uri[len(store.uri()) + 1 :].rstrip("/")
@@ -53,8 +54,9 @@ def legacy_parts(store: ObjectStore, ref: StateRef) -> tuple[StatePart, ...]:
 
 
 @dataclass(frozen=True)
-class StateInput:
-    """``S_k`` as an operator reads it: lazily, only the parts it asks for."""
+class StoredState:
+    """``S_k`` read from the checkpoint store, lazily, only the parts an operator asks for
+    (the :class:`~sluice.contracts.operators.StateInput` every operator is given)."""
 
     parts: tuple[StatePart, ...] = ()
     rows: int = 0  # live rows (windows open, keys holding state)
@@ -64,6 +66,10 @@ class StateInput:
     align: Align | None = None  # the operator's column order under the spec now
     compact_every: int = COMPACT_EVERY
     verified: set[str] = field(default_factory=set)
+
+    @property
+    def location(self) -> str | None:
+        return None if self.store is None else self.store.uri()
 
     @property
     def empty(self) -> bool:
@@ -104,9 +110,9 @@ def state_input(
     ref: StateRef,
     align: Align,
     compact_every: int = COMPACT_EVERY,
-) -> StateInput:
-    parts = legacy_parts(store, ref)
-    return StateInput(parts, ref.rows, ref.horizon_us, spark, store, align, compact_every)
+) -> StoredState:
+    parts = state_parts(store, ref)
+    return StoredState(parts, ref.rows, ref.horizon_us, spark, store, align, compact_every)
 
 
 def verify_parts(store: ObjectStore, parts: list[StatePart]) -> None:

@@ -36,19 +36,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from sluice.operators.base import EpochCounts, EpochFacts, StateUpdate
-from sluice.operators.watermarks import WatermarkState
-from sluice.protocol import layout
+from sluice.contracts import layout
+from sluice.contracts.operators import EpochCounts, EpochFacts, StateUpdate
+from sluice.contracts.records import Plan, Prepared, StagedFile, StatePart, StateRef, WatermarkState
+from sluice.contracts.sinks import Sink
+from sluice.contracts.sources import Offset, Source, SourceRange
 from sluice.protocol.commit import commit_epoch
 from sluice.protocol.faults import Faults
-from sluice.protocol.model import Plan, StatePart, StateRef
 from sluice.protocol.plan import plan_epoch
 from sluice.protocol.process import process_attempt
 from sluice.protocol.repository import Repository
 from sluice.protocol.runner import EpochOutcome
 from sluice.protocol.runtime import Runtime, SinkRole
-from sluice.sinks.base import Prepared, Sink, StagedFile
-from sluice.sources.base import Offset, Source, SourceRange
 from sluice.spec.components.base import SinkConfig, SourceConfig
 from sluice.spec.model import (
     CheckpointSpec,
@@ -57,11 +56,11 @@ from sluice.spec.model import (
     ProcessSpec,
     StateSpec,
 )
-from sluice.state import legacy_parts, verify_parts
+from sluice.state import state_parts, verify_parts
 from sluice.storage import ObjectStore, open_store
 
 if TYPE_CHECKING:
-    from sluice.operators.base import EpochOutput, Frame
+    from sluice.contracts.operators import EpochOutput, Frame
 
 __all__ = [
     "SINKS",
@@ -268,6 +267,10 @@ class SumOutput:
     state_rows: int
     dead_rows: list[Row]
 
+    @property
+    def horizon(self) -> int | None:
+        return None
+
     def state_update(self) -> StateUpdate | None:
         if not self.update and self.kind == "delta":
             return None
@@ -390,7 +393,7 @@ class MemoryCompute:
 
 def read_memory_state(store: ObjectStore, ref: StateRef) -> dict[str, int]:
     """The state ``ref`` names: its base and deltas folded, each part verified first."""
-    parts = legacy_parts(store, ref)
+    parts = state_parts(store, ref)
     verify_parts(store, list(parts))
     state: dict[str, int] = {}
     for part in parts:

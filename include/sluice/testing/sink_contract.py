@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sluice.sinks.base import Sink
+from sluice.contracts.sinks import Sink
 
 __all__ = ["KEYS", "Harness", "SinkContract", "UpsertSinkContract", "changelog"]
 

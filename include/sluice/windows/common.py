@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from sluice.operators.base import POSITION, quoted
+from sluice.contracts.operators import POSITION
+from sluice.operators.base import quoted
 from sluice.operators.records import with_records
 from sluice.windows.aggregates import empty_partials, finalize_sql, partial_names
 

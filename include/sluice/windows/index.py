@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from sluice.jvm.context import context_cache
 from sluice.jvm.udfs import helper_classes
 from sluice.operators.base import quoted
-from sluice.spark import context_cache
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from sluice.protocol.model import StatePart
+    from sluice.contracts.records import StatePart
 
 __all__ = ["HEAP_SHARE", "Probe", "WindowIndexes"]
 

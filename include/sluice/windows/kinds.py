@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from pyspark.sql import functions as F
 
-from sluice.operators.base import ACCEPTED, quoted
+from sluice.contracts.operators import ACCEPTED
+from sluice.operators.base import quoted
 from sluice.operators.sqltext import Sql, call, col, when
 from sluice.windows.aggregates import merge_columns, partial_columns
 

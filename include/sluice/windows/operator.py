@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
 from sluice.jvm.udfs import Ledger, constant, counted, counting
-from sluice.operators.base import EpochFacts, EpochInput, StateUpdate, quoted
+from sluice.operators.base import quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import (
     align_window_state,
@@ -45,9 +46,8 @@ from sluice.windows.kinds import Session, Sliding, WindowKind, kind_of
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from sluice.protocol.model import StatePart
+    from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
-    from sluice.state import StateInput
 
 __all__ = ["WindowOperator"]
 
@@ -58,7 +58,7 @@ BROADCAST_OPEN_ROWS = 1_000_000
 
 
 class WindowOperator:
-    """The ``windows`` operator (:mod:`sluice.operators.registry`)."""
+    """The ``windows`` operator (:func:`sluice.pipeline.operator_for`)."""
 
     def __init__(self, spec: PipelineSpec) -> None:
         self.spec = spec
@@ -109,9 +109,9 @@ class WindowOperator:
         """The windows indexes (:mod:`sluice.windows.index`) if an epoch of this pipeline
         ran in this Spark context before (on_close tumbling and hopping windows only)."""
         state = inp.state
-        if self.spec.emit != "on_close" or isinstance(self.kind, Session) or state.store is None:
+        if self.spec.emit != "on_close" or isinstance(self.kind, Session) or state.location is None:
             return None
-        indexes = WindowIndexes(inp.spark, state.store.uri())
+        indexes = WindowIndexes(inp.spark, state.location)
         return indexes if indexes.visit(state.parts) else None
 
     def _columns(self) -> tuple[str, ...]:

@@ -15,15 +15,9 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
+from sluice.contracts.operators import ACCEPTED, EpochFacts, EpochInput, StateUpdate
 from sluice.jvm.udfs import Ledger, counted, counting
-from sluice.operators.base import (
-    ACCEPTED,
-    EpochFacts,
-    EpochInput,
-    StateUpdate,
-    null_safe_join,
-    quoted,
-)
+from sluice.operators.base import null_safe_join, quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.aggregates import merge_columns, partial_columns, partial_names
 from sluice.windows.common import COUNTER, late_rows, operator_columns, result_rows, state_columns
@@ -64,6 +58,11 @@ class SnapshotEpoch:
     deletes: DataFrame | None
     cached: list[DataFrame] = field(default_factory=list)
     emitted: int | None = None
+
+    @property
+    def horizon(self) -> int | None:
+        """The state is folded whole each epoch: no bound to skip by."""
+        return None
 
     @classmethod
     def start(cls, kind: WindowKind, inp: EpochInput, classified: Classification) -> SnapshotEpoch:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sluice.protocol import AttemptStatus, Runtime
-from sluice.protocol.layout import STATE
+from sluice.contracts.layout import STATE
+from sluice.contracts.records import AttemptStatus
+from sluice.protocol import Runtime
 from sluice.testing.memory import (
     SINKS,
     Record,

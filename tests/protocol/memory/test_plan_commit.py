@@ -7,8 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from sluice.contracts.records import AttemptStatus
 from sluice.protocol import (
-    AttemptStatus,
     EpochAlreadyCommitted,
     EpochBeyondNext,
     NoPlan,

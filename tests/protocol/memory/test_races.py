@@ -9,15 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sluice.contracts.records import AttemptStatus, Plan
 from sluice.exceptions import SluiceError
-from sluice.protocol import (
-    AttemptStatus,
-    EpochAlreadyCommitted,
-    Plan,
-    Runtime,
-    commit_epoch,
-    plan_epoch,
-)
+from sluice.protocol import EpochAlreadyCommitted, Runtime, commit_epoch, plan_epoch
 from sluice.protocol.process import process_attempt
 from sluice.testing.memory import (
     MemoryCompute,

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from sluice.protocol import InvalidRunRequest, Restore, RunRequest, Runtime, SpecChanged, plan_epoch
+from sluice.contracts.records import Restore
+from sluice.protocol import InvalidRunRequest, RunRequest, Runtime, SpecChanged, plan_epoch
 from sluice.spec.model import StateSpec
 from sluice.testing.memory import (
     expected_output,

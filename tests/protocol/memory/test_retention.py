@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sluice.contracts.layout import epoch_of, state_epoch_of
 from sluice.protocol import (
     EpochRetired,
     Faults,
@@ -19,7 +20,6 @@ from sluice.protocol import (
     plan_epoch,
     take_savepoint,
 )
-from sluice.protocol.layout import epoch_of, state_epoch_of
 from sluice.protocol.process import process_attempt
 from sluice.testing.memory import (
     MemoryCompute,

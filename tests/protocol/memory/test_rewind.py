@@ -7,7 +7,8 @@ import signal
 from collections.abc import Callable
 
 import pytest
-from sluice.protocol import InvalidRunRequest, Plan, Restore, RunRequest, Runtime, take_savepoint
+from sluice.contracts.records import Plan, Restore
+from sluice.protocol import InvalidRunRequest, RunRequest, Runtime, take_savepoint
 from sluice.protocol.process import retract_after
 from sluice.testing.memory import (
     crashed,

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from sluice.protocol import AttemptStatus, Faults, ProtocolError, Runtime, commit_epoch, plan_epoch
-from sluice.protocol.layout import checkpoint_key
+from sluice.contracts.layout import checkpoint_key
+from sluice.contracts.records import AttemptStatus
+from sluice.protocol import Faults, ProtocolError, Runtime, commit_epoch, plan_epoch
 from sluice.protocol.process import process_attempt, retract_after
 from sluice.protocol.restore import QUARANTINE, is_void, restore_after_damage
 from sluice.storage import CorruptObject

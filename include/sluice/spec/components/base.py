@@ -190,7 +190,8 @@ class ComponentConfig(BaseModel):
 
 
 class SourceConfig(ComponentConfig):
-    """Where the input comes from; ``build`` opens the :class:`~sluice.sources.Source`."""
+    """Where the input comes from (plain data: :mod:`sluice.pipeline` opens the
+    :class:`~sluice.contracts.sources.Source` it describes)."""
 
     type: str
 
@@ -222,13 +223,9 @@ class SourceConfig(ComponentConfig):
         """One line for ``sluice validate`` and the DAG docs."""
         return self.type
 
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        """The runtime :class:`~sluice.sources.Source` (imported here, never at spec load)."""
-        raise NotImplementedError
-
 
 class SinkConfig(ComponentConfig):
-    """Where one output goes; ``build`` opens the :class:`~sluice.sinks.Sink`. ``keys``: an
+    """Where one output goes (plain data: :mod:`sluice.pipeline` opens the sink). ``keys``: an
     upsert sink's row identity (the pipeline's keys and window, filled in by the loader)."""
 
     name: str
@@ -255,10 +252,6 @@ class SinkConfig(ComponentConfig):
 
     def describe(self) -> str:
         return self.type
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext, field: str) -> Any:
-        """The runtime :class:`~sluice.sinks.Sink` (``field``: where the spec declares it)."""
-        raise NotImplementedError
 
 
 class WindowConfig(ComponentConfig):
@@ -290,13 +283,3 @@ class WindowConfig(ComponentConfig):
 
     def build(self, spec: PipelineSpec) -> Any:
         raise NotImplementedError
-
-
-class BuildContext:
-    """What building a component may need besides the spec: the checkpoint repository,
-    connection URIs by id, and a Spark session getter (called only if needed)."""
-
-    def __init__(self, repo: Any, connections: Mapping[str, str], spark: Callable[[], Any]) -> None:
-        self.repo = repo
-        self.connections = connections
-        self.spark = spark

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator
 
-from sluice.spec.components.base import BuildContext, Text
+from sluice.spec.components.base import Text
 from sluice.spec.components.sinks import BuiltinSink, partition_columns, sink_name
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["DeltaSinkConfig"]
 
@@ -29,9 +29,3 @@ class DeltaSinkConfig(BuiltinSink):
 
     def describe(self) -> str:
         return f"delta table at {self.path}"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext, field: str) -> Any:
-        from sluice.sinks.delta import DeltaSink
-        from sluice.storage import open_store
-
-        return DeltaSink(self, open_store(self.path, s3=spec.s3), spec.name, ctx.spark)

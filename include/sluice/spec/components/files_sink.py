@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BeforeValidator
 
-from sluice.spec.components.base import BuildContext, Text, one_of
+from sluice.spec.components.base import Text, one_of
 from sluice.spec.components.sinks import BuiltinSink, partition_columns, sink_name
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["FilesSinkConfig"]
 
@@ -30,9 +30,3 @@ class FilesSinkConfig(BuiltinSink):
 
     def describe(self) -> str:
         return f"files {self.format} at {self.path}"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext, field: str) -> Any:
-        from sluice.sinks import FilesSink
-        from sluice.storage import open_store
-
-        return FilesSink(self, open_store(self.path, s3=spec.s3))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
 from sluice.spec.components.base import (
-    BuildContext,
     Flag,
     PositiveInt,
     Schema,
@@ -17,7 +16,7 @@ from sluice.spec.components.base import (
 )
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["FilesSourceConfig"]
 
@@ -46,11 +45,3 @@ class FilesSourceConfig(SourceConfig):
     def describe(self) -> str:
         limit = f", {self.max_files_per_epoch} files/epoch" if self.max_files_per_epoch else ""
         return f"files {self.format} at {self.path}{limit}"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        from sluice.sources import FilesSource
-        from sluice.storage import open_store
-
-        store = open_store(self.path, s3=spec.s3)
-        required = (spec.event_time.column,)
-        return FilesSource(self, store, required=required, history=ctx.repo.planned_files)

@@ -9,7 +9,6 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from sluice.spec.components.base import (
     NAME_RE,
-    BuildContext,
     PositiveInt,
     Schema,
     SourceConfig,
@@ -19,10 +18,36 @@ from sluice.spec.components.base import (
 )
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
-__all__ = ["KAFKA_METADATA", "KafkaSourceConfig", "kafka_source_spec"]
+__all__ = [
+    "KAFKA_METADATA",
+    "OWNED_SETTINGS",
+    "SECRET_SETTINGS",
+    "KafkaSourceConfig",
+    "kafka_source_spec",
+]
 
+# Settings a connection may hold but a spec must not (secrets), and those Sluice owns.
+SECRET_SETTINGS = frozenset({
+    "sasl.password",
+    "sasl.jaas.config",
+    "sasl.oauthbearer.client.secret",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "ssl.keystore.key",
+    "ssl.truststore.password",
+})  # fmt: skip
+# Sluice's reads are assigned partitions with exact offsets and no consumer group.
+OWNED_SETTINGS = frozenset({
+    "group.id",
+    "enable.auto.commit",
+    "auto.offset.reset",
+    "key.deserializer",
+    "value.deserializer",
+    "interceptor.classes",
+})  # fmt: skip
 KAFKA_METADATA = ("key", "timestamp", "topic", "partition", "offset")
 Pairs = tuple[tuple[str, str], ...]
 _DECLARE = "declare it in the schema"
@@ -174,8 +199,6 @@ class KafkaSourceConfig(SourceConfig):
         return found
 
     def _setting_problems(self) -> list[tuple[str, str, str]]:
-        from sluice.sources.kafka_client import OWNED_SETTINGS, SECRET_SETTINGS
-
         found = []
         for name, _ in self.kafka:
             if name in SECRET_SETTINGS:
@@ -187,12 +210,6 @@ class KafkaSourceConfig(SourceConfig):
                               "remove it (offsets live in Sluice's checkpoints; the servers "
                               "are source.bootstrap_servers)"))  # fmt: skip
         return found
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        from sluice.sources.kafka import KafkaSource
-
-        url = ctx.connections.get(self.connection) if self.connection else None
-        return KafkaSource(self, required=(spec.event_time.column,), connection=url)
 
 
 def kafka_source_spec(

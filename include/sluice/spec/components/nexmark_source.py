@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BeforeValidator
 
 from sluice.spec.components.base import (
-    BuildContext,
     PositiveInt,
     SourceConfig,
     problem,
@@ -16,7 +15,7 @@ from sluice.spec.components.base import (
 )
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["DEFAULT_EVENTS_PER_EPOCH", "NexmarkSourceConfig", "nexmark_source_spec"]
 
@@ -121,11 +120,6 @@ class NexmarkSourceConfig(SourceConfig):
                      f"the generator cannot produce events [{self.first_event}, {stop}): "
                      f"{exc.reason}", "lower first_event / max_events")]  # fmt: skip
         return []
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        from sluice.sources.nexmark import NexmarkSource
-
-        return NexmarkSource(self)
 
 
 def nexmark_source_spec(

@@ -7,18 +7,13 @@ when a run builds it, and whatever its constructor raises names the field.
 
 from __future__ import annotations
 
-import builtins
-import copy
-import inspect
 import math
-import os
 import re
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
 from sluice.spec.components.base import (
-    BuildContext,
     ComponentConfig,
     Schema,
     SinkConfig,
@@ -28,7 +23,7 @@ from sluice.spec.components.base import (
 )
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["PLUGIN_HINT", "PluginSinkConfig", "PluginSourceConfig", "names_class"]
 
@@ -101,36 +96,6 @@ class _Plugin(ComponentConfig):
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
 
-    def _class(self, spec: PipelineSpec, field: str, base: builtins.type) -> builtins.type:
-        """The class ``type`` names, imported from the spec's folder first, checked to be a
-        ``base``."""
-        from sluice.keyed.functions import load_reference
-        from sluice.protocol.exceptions import PluginError
-
-        def fail(reason: str) -> PluginError:
-            return PluginError(spec.name, f"{field}.type", self.type, reason)
-
-        origin = spec.origin
-        folder = None if origin == "<memory>" else os.path.dirname(os.path.abspath(origin))
-        cls: builtins.type = load_reference(
-            self.type, folder, fail, what="class", accept=inspect.isclass
-        )
-        if not issubclass(cls, base):
-            wanted = f"{base.__module__}.{base.__qualname__}"
-            raise fail(f"{cls.__module__}.{cls.__qualname__} is not a subclass of {wanted}")
-        return cls
-
-    def _construct(self, spec: PipelineSpec, field: str, cls: builtins.type, *args: Any) -> Any:
-        """``cls(self, options, *args)``; whatever it raises (options it refuses, an abstract
-        method left out) becomes a :class:`PluginError` naming the field."""
-        from sluice.protocol.exceptions import PluginError
-
-        try:
-            return cls(self, copy.deepcopy(dict(self.options)), *args)
-        except Exception as exc:
-            reason = f"{cls.__qualname__}(...) raised {type(exc).__name__}: {exc}"
-            raise PluginError(spec.name, f"{field}.options", self.type, reason) from exc
-
 
 class PluginSourceConfig(_Plugin, SourceConfig):
     """The engine needs the record columns (``schema``); the class gets ``(config, options,
@@ -151,12 +116,6 @@ class PluginSourceConfig(_Plugin, SourceConfig):
                     "e.g. {user: string, ts: timestamp}")  # fmt: skip
         return super().required(key)
 
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        from sluice.sources import Source
-
-        cls = self._class(spec, "source", Source)
-        return self._construct(spec, "source", cls, spec.event_time.column)
-
 
 class PluginSinkConfig(_Plugin, SinkConfig):
     """The class gets ``(config, options, pipeline name)`` and keeps ``config.name``."""
@@ -166,13 +125,3 @@ class PluginSinkConfig(_Plugin, SinkConfig):
     @classmethod
     def unknown(cls, key: str) -> tuple[str, str]:
         return "is not a setting of a plugin sink", "put the sink's own settings under options"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext, field: str) -> Any:
-        from sluice.protocol.exceptions import PluginError
-        from sluice.sinks import Sink
-
-        built = self._construct(spec, field, self._class(spec, field, Sink), spec.name)
-        if getattr(built, "name", None) != self.name:
-            reason = f"its name is {getattr(built, 'name', None)!r}; set self.name = spec.name"
-            raise PluginError(spec.name, f"{field}.type", self.type, reason)
-        return built

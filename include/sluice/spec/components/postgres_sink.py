@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator
 
-from sluice.spec.components.base import NAME_RE, BuildContext, Text, problem
+from sluice.spec.components.base import NAME_RE, Text, problem
 from sluice.spec.components.sinks import BuiltinSink, sink_name
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["PostgresSinkConfig"]
 
@@ -53,12 +53,3 @@ class PostgresSinkConfig(BuiltinSink):
 
     def describe(self) -> str:
         return f"postgres table {self.table} via {self.connection}"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext, field: str) -> Any:
-        from sluice.protocol.exceptions import MissingConnection
-        from sluice.sinks.postgres import PostgresSink
-
-        url = ctx.connections.get(self.connection)
-        if url is None:
-            raise MissingConnection(spec.name, self.name, self.connection)
-        return PostgresSink(self, url, spec.name)

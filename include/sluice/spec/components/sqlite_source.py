@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from sluice.spec.components.base import (
-    BuildContext,
     PositiveInt,
     Schema,
     SourceConfig,
@@ -28,7 +27,7 @@ from sluice.spec.components.base import (
 )
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = ["SqliteSourceConfig"]
 
@@ -54,9 +53,3 @@ class SqliteSourceConfig(SourceConfig):
 
     def describe(self) -> str:
         return f"sqlite table {self.table} in {self.path}, {self.rows_per_epoch} rows/epoch"
-
-    def build(self, spec: PipelineSpec, ctx: BuildContext) -> Any:
-        from sluice.examples.sqlite_source import SqliteSource
-
-        settings = self.model_dump(include={"path", "table", "id_column", "rows_per_epoch"})
-        return SqliteSource(self, settings, spec.event_time.column)

@@ -1,19 +1,20 @@
-"""Plans, attempts and checkpoints: the small typed documents the protocol stores.
+"""Plans, attempts, checkpoints, staged output and watermarks: the small typed documents the
+protocol stores (the ground floor: this module imports nothing else from sluice).
 
 Each has ``to_dict`` / ``from_dict``; :mod:`sluice.storage.manifest` wraps them with a schema
-version and a checksum.
+version and a checksum. Files written by earlier versions stay readable: every field added
+since has a default and is written only when set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal
 
-from sluice.operators.watermarks import WatermarkState
-from sluice.sinks.base import Prepared
-
 __all__ = [
+    "DEFAULT_SOURCE",
     "AttemptRecord",
     "AttemptStatus",
     "Checkpoint",
@@ -21,14 +22,22 @@ __all__ = [
     "EpochStats",
     "OutputFate",
     "Plan",
+    "Prepared",
     "Restore",
     "RetiredMark",
     "Savepoint",
     "SinksCommitted",
+    "SourceSlice",
+    "StagedFile",
     "StatePart",
     "StateRef",
     "Void",
+    "WatermarkState",
 ]
+
+# The name of a pipeline's one source (the plan keeps its range under today's keys; further
+# named sources, for pipelines that read several, under "sources").
+DEFAULT_SOURCE = "source"
 
 
 class AttemptStatus(StrEnum):
@@ -241,6 +250,137 @@ class Void:
 
 
 @dataclass(frozen=True)
+class WatermarkState:
+    """Largest event time seen so far in each partition (microseconds since the epoch)."""
+
+    max_event_time_us: dict[str, int] = field(default_factory=dict)
+    # Partitions the source lists with input still unread that have never shown an event
+    # time: they hold the global watermark back (a partition is not overtaken before it
+    # starts), so results do not depend on which epoch a partition's first file falls in.
+    pending: tuple[str, ...] = ()
+
+    def watermark_us(self, bound_us: int, idle_timeout_us: int | None = None) -> int | None:
+        """Global watermark: min over the active partitions of (max event time - bound).
+
+        With ``idle_timeout_us``, a partition whose max event time is more than that behind
+        the max of all partitions is idle and does not hold the watermark back.
+        """
+        if not self.max_event_time_us or self.pending:
+            return None
+        newest = max(self.max_event_time_us.values())
+        active = [
+            v
+            for v in self.max_event_time_us.values()
+            if idle_timeout_us is None or newest - v <= idle_timeout_us
+        ]
+        return min(active) - bound_us
+
+    def advanced(
+        self, maxima: Iterable[tuple[str, int]], waiting: Iterable[str] = ()
+    ) -> WatermarkState:
+        """After an epoch: the new per-partition maxima, and ``waiting`` — the partitions the
+        source still has unread input for — of which those never seen become pending."""
+        merged = dict(self.max_event_time_us)
+        for partition, value in maxima:
+            merged[partition] = max(value, merged.get(partition, value))
+        pending = tuple(sorted({p for p in waiting if p not in merged}))
+        return WatermarkState(merged, pending)
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"max_event_time_us": dict(sorted(self.max_event_time_us.items()))}
+        if self.pending:
+            body["pending"] = list(self.pending)
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WatermarkState:
+        maxima = {str(k): int(v) for k, v in data.get("max_event_time_us", {}).items()}
+        return cls(maxima, tuple(str(p) for p in data.get("pending", ())))
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    staged_key: str
+    final_key: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"staged_key": self.staged_key, "final_key": self.final_key, "size": self.size}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StagedFile:
+        return cls(data["staged_key"], data["final_key"], int(data["size"]))
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` staged: enough for any later process to commit or abort it."""
+
+    sink: str
+    uri: str
+    epoch: int
+    attempt: str
+    rows: int
+    files: tuple[StagedFile, ...] = ()
+    # sink-specific, JSON-serialisable facts (e.g. a staging table), as sorted (name, value)
+    details: tuple[tuple[str, Any], ...] = ()
+    # a rewind's first epoch: commit also retracts the output of the epochs after this one
+    retract_after: int | None = None
+
+    def detail(self, name: str, default: Any = None) -> Any:
+        return dict(self.details).get(name, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "sink": self.sink,
+            "uri": self.uri,
+            "epoch": self.epoch,
+            "attempt": self.attempt,
+            "rows": self.rows,
+            "files": [f.to_dict() for f in self.files],
+        }
+        if self.details:
+            data["details"] = dict(self.details)
+        if self.retract_after is not None:
+            data["retract_after"] = self.retract_after
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Prepared:
+        files = tuple(StagedFile.from_dict(f) for f in data["files"])
+        details = tuple(sorted(data.get("details", {}).items()))
+        return cls(
+            data["sink"],
+            data["uri"],
+            int(data["epoch"]),
+            data["attempt"],
+            int(data["rows"]),
+            files,
+            details,
+            data.get("retract_after"),
+        )
+
+
+@dataclass(frozen=True)
+class SourceSlice:
+    """One named source's part of a plan: the range it reads (the source's own JSON form,
+    :class:`~sluice.contracts.sources.SourceRange`) and the offsets it starts and ends at."""
+
+    source_range: dict[str, Any]
+    start_offset: dict[str, Any]
+    end_offset: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source_range": self.source_range, "start_offset": self.start_offset,
+                "end_offset": self.end_offset}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SourceSlice:
+        return cls(dict(data["source_range"]), dict(data["start_offset"]),
+                   dict(data["end_offset"]))  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Plan:
     """``plan(k)``: the exact input of epoch k and the checkpoint it starts from."""
 
@@ -262,13 +402,25 @@ class Plan:
     # Set when the spec's state shape changed since the checkpoint this plan starts from
     # (sluice.protocol.upgrade.StateMigration.to_dict): what was added, dropped or reset.
     state_migration: dict[str, Any] | None = None
+    # Sources besides the pipeline's first (DEFAULT_SOURCE, whose slice is the three fields
+    # above), by name; written only when there are any, so one-source plans keep their form.
+    other_sources: tuple[tuple[str, SourceSlice], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         body = dict(self.__dict__)
         body["watermark"] = self.watermark.to_dict()
         body["state"] = self.state.to_dict()
         body["restored_from"] = self.restored_from.to_dict() if self.restored_from else None
+        del body["other_sources"]
+        if self.other_sources:
+            body["sources"] = {name: part.to_dict() for name, part in self.other_sources}
         return body
+
+    @property
+    def sources(self) -> dict[str, SourceSlice]:
+        """Every source's slice by name, the first under :data:`DEFAULT_SOURCE`."""
+        first = SourceSlice(self.source_range, self.start_offset, self.end_offset)
+        return {DEFAULT_SOURCE: first, **dict(self.other_sources)}
 
     @property
     def retract_after(self) -> int | None:
@@ -282,6 +434,10 @@ class Plan:
         data["watermark"] = WatermarkState.from_dict(data["watermark"])
         data["state"] = StateRef.from_dict(data["state"])
         data["restored_from"] = Restore.from_dict(data.get("restored_from"))
+        others = data.pop("sources", None) or {}
+        data["other_sources"] = tuple(
+            (str(name), SourceSlice.from_dict(part)) for name, part in sorted(others.items())
+        )
         return cls(**data)
 
 
@@ -335,11 +491,12 @@ class AttemptRecord:
     engine: dict[str, Any] | None = None
 
     def moved_to(self, status: AttemptStatus, at: float, **changes: Any) -> AttemptRecord:
-        if status not in _NEXT[self.status]:
-            from sluice.protocol.exceptions import AttemptStateError
-
-            raise AttemptStateError(self.pipeline, self.epoch, self.attempt, self.status, status)
+        """The record at ``status`` (which the caller checked with :meth:`can_become`)."""
         return replace(self, status=status, updated_at=at, **changes)
+
+    def can_become(self, status: AttemptStatus) -> bool:
+        """Whether the status may move to ``status`` (it only moves forward)."""
+        return status in _NEXT[self.status]
 
     def to_dict(self) -> dict[str, Any]:
         body = dict(self.__dict__)

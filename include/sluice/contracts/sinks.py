@@ -1,4 +1,5 @@
-"""The two-phase-commit sink contract (docs/sinks.md is the guide for people writing one).
+"""The two-phase-commit sink contract (the ground floor: imports nothing else from sluice;
+docs/sinks.md is the guide for people writing one).
 
 ``prepare(epoch, attempt, df, rows)`` makes the epoch's rows **durable but invisible**, under
 a location owned by that attempt alone, so a zombie attempt can never overwrite the winner.
@@ -23,76 +24,14 @@ any more (retention), so history kept for retraction can go.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sluice.contracts.records import Prepared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["Prepared", "Sink", "StagedFile"]
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    staged_key: str
-    final_key: str
-    size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"staged_key": self.staged_key, "final_key": self.final_key, "size": self.size}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StagedFile:
-        return cls(data["staged_key"], data["final_key"], int(data["size"]))
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What ``prepare`` staged: enough for any later process to commit or abort it."""
-
-    sink: str
-    uri: str
-    epoch: int
-    attempt: str
-    rows: int
-    files: tuple[StagedFile, ...] = ()
-    # sink-specific, JSON-serialisable facts (e.g. a staging table), as sorted (name, value)
-    details: tuple[tuple[str, Any], ...] = ()
-    # a rewind's first epoch: commit also retracts the output of the epochs after this one
-    retract_after: int | None = None
-
-    def detail(self, name: str, default: Any = None) -> Any:
-        return dict(self.details).get(name, default)
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "sink": self.sink,
-            "uri": self.uri,
-            "epoch": self.epoch,
-            "attempt": self.attempt,
-            "rows": self.rows,
-            "files": [f.to_dict() for f in self.files],
-        }
-        if self.details:
-            data["details"] = dict(self.details)
-        if self.retract_after is not None:
-            data["retract_after"] = self.retract_after
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Prepared:
-        files = tuple(StagedFile.from_dict(f) for f in data["files"])
-        details = tuple(sorted(data.get("details", {}).items()))
-        return cls(
-            data["sink"],
-            data["uri"],
-            int(data["epoch"]),
-            data["attempt"],
-            int(data["rows"]),
-            files,
-            details,
-            data.get("retract_after"),
-        )
+__all__ = ["Sink"]
 
 
 class Sink(ABC):

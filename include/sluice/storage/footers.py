@@ -6,7 +6,7 @@ small one. The footers are a few KB at the end of each file, so the files source
 itself (one suffix range read per file) and hands Spark the merged schema.
 
 A file Spark wrote carries Spark's own schema in its footer (what Spark reads back too); for
-other files only types whose Spark equivalent is certain are mapped (tests/sources/test_footers.py
+other files only types whose Spark equivalent is certain are mapped (tests/storage/test_footers.py
 checks each against Spark's own inference); anything else — an unmapped type, two files disagreeing
 on a column, a footer that does not parse — returns None and Spark infers as before.
 """

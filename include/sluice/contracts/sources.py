@@ -1,4 +1,5 @@
-"""The rewindable-source contract (eKuiper's ``Rewindable``: get offset / rewind).
+"""The rewindable-source contract (eKuiper's ``Rewindable``: get offset / rewind); the ground
+floor: this module imports nothing else from sluice.
 
 A source turns "everything after offset X, at most N units" into a :class:`SourceRange`
 that the plan stores verbatim, and reads exactly that range back.
@@ -20,12 +21,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RECORD_COLUMNS", "SPARK_TYPES", "Offset", "Source", "SourceRange"]
+__all__ = [
+    "RECORD_COLUMNS",
+    "SPARK_TYPES",
+    "Offset",
+    "OffsetT",
+    "RangeT",
+    "Source",
+    "SourceRange",
+]
 
 # _partition: source partition; _file: the object key the record came from; _major/_line:
 # position inside the partition; _raw: the record's text; _error: why it is a dead letter.
@@ -73,8 +82,14 @@ class SourceRange:
         raise NotImplementedError
 
 
-class Source(ABC):
-    """A rewindable source bound to one pipeline's spec."""
+OffsetT = TypeVar("OffsetT", bound=Offset)
+RangeT = TypeVar("RangeT", bound=SourceRange)
+
+
+class Source(ABC, Generic[OffsetT, RangeT]):
+    """A rewindable source bound to one pipeline's spec, over its own offset type
+    ``OffsetT`` and range type ``RangeT``: ``class FilesSource(Source[FilesOffset,
+    FilesRange])``."""
 
     @property
     @abstractmethod
@@ -82,18 +97,18 @@ class Source(ABC):
         """Where the source reads from (named in dead letters and errors)."""
 
     @abstractmethod
-    def initial_offset(self) -> Offset: ...
+    def initial_offset(self) -> OffsetT: ...
 
     @abstractmethod
-    def decode_offset(self, data: dict[str, Any]) -> Offset: ...
+    def decode_offset(self, data: dict[str, Any]) -> OffsetT: ...
 
     @abstractmethod
-    def decode_range(self, data: dict[str, Any]) -> SourceRange: ...
+    def decode_range(self, data: dict[str, Any]) -> RangeT: ...
 
     @abstractmethod
     def plan_range(
-        self, start: Offset, max_units: int | None, max_records: int | None = None
-    ) -> SourceRange | None:
+        self, start: OffsetT, max_units: int | None, max_records: int | None = None
+    ) -> RangeT | None:
         """The next range from ``start``, or None when nothing is new.
 
         ``max_units`` caps the source units (files, messages); ``max_records`` caps the
@@ -101,25 +116,25 @@ class Source(ABC):
         """
 
     @abstractmethod
-    def offset_from_user(self, data: dict[str, Any]) -> Offset:
+    def offset_from_user(self, data: dict[str, Any]) -> OffsetT:
         """An offset a user typed (trigger form, CLI); raises ``ValueError`` naming the
         field that is wrong and what a valid value looks like."""
 
     @abstractmethod
-    def is_before(self, a: Offset, b: Offset) -> bool:
+    def is_before(self, a: OffsetT, b: OffsetT) -> bool:
         """True when reading from ``a`` would re-read input that ``b`` has already passed."""
 
     @abstractmethod
-    def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame: ...
+    def read(self, spark: SparkSession, rng: RangeT) -> DataFrame: ...
 
     unit_name = "units"  # what pending_units counts, in the plural (one: without the final "s")
 
-    def pending_units(self, start: Offset) -> int | None:
+    def pending_units(self, start: OffsetT) -> int | None:
         """How many units are available after ``start`` now (None: unknown or unbounded);
         progress bars use it."""
         return None
 
-    def missing_units(self, rng: SourceRange) -> list[str]:
+    def missing_units(self, rng: RangeT) -> list[str]:
         """What ``rng`` read that the source no longer has (deleted files, offsets past the
         broker's retention), described for a person; a rewind that would replay it is
         refused unless the request allows skipping it. Default: nothing is ever missing."""
@@ -132,13 +147,13 @@ class Source(ABC):
         Default: nothing to remember."""
         return ()
 
-    def skipping_missing_input(self) -> Source:
+    def skipping_missing_input(self) -> Source[OffsetT, RangeT]:
         """This source told to plan past input it no longer has, from what is left (a run
         request said ``on_missing_offsets: earliest``), recording the gap in the range.
         Default: the source itself (it never refuses to plan over missing input)."""
         return self
 
-    def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int | None]:
+    def before_hints(self, rng: RangeT, column: str) -> dict[tuple[str, int], int | None]:
         """Lower bounds, known without reading the records, of the largest ``column`` value
         before each ``(partition, major)`` of ``rng`` within the range (e.g. from Parquet
         footers; None: nothing known). An epoch's pass uses them for the watermark at each
@@ -146,7 +161,7 @@ class Source(ABC):
         never a wrong result. Default: none."""
         return {}
 
-    def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
+    def waiting_partitions(self, rng: RangeT) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back
         until its first records are read. Default: none (every partition is in every range)."""

@@ -1,4 +1,4 @@
-"""sluice.sources.footers: Parquet column types from the footers equal what Spark infers,
+"""sluice.storage.footers: Parquet column types from the footers equal what Spark infers,
 and anything it is not sure of is left to Spark."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sluice.sources.footers import FIRST_READ, spark_type, stored_types
 from sluice.storage import LocalObjectStore
+from sluice.storage.footers import FIRST_READ, spark_type, stored_types
 
 T = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
 # (arrow type, one value): each mapped type is checked against Spark's own inference
