@@ -188,10 +188,13 @@ compose-check:
 lint: $(INSTALLED)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/import_cycles.py
 
 # include/sluice is a namespace package (no __init__.py): map files to modules from include/.
 typecheck: $(INSTALLED)
 	MYPYPATH=include $(BIN)/mypy --explicit-package-bases
+	MYPYPATH=include $(BIN)/mypy --explicit-package-bases --strict include/sluice/contracts
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache spark-warehouse metastore_db derby.log

@@ -6,7 +6,7 @@ counts, the Spark master and application id), so the task log says where the epo
 
 The warm mode (``sluice serve``, :mod:`sluice.serve`) runs the same attempt in a long-lived
 session: both call :func:`sluice.pipeline.open_pipeline`, :func:`ship_package` and
-:func:`process_attempt`.
+:func:`attempt_summary`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sluice.contracts.records import EngineInfo
 from sluice.exceptions import SluiceError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
     from sluice.protocol import Runtime
 
-__all__ = ["RESULT_PREFIX", "process_attempt", "process_job", "ship_package"]
+__all__ = ["RESULT_PREFIX", "attempt_summary", "process_job", "ship_package"]
 
 RESULT_PREFIX = "SLUICE_RESULT "
 
@@ -57,7 +58,7 @@ def _process(spec_path: str, epoch: int, run_id: str | None) -> dict[str, Any]:
     rt = open_pipeline(spec_path, run_id=run_id)
     refuse_beyond_next(rt.name, rt.repo, epoch)  # before a Spark session starts
     spark = spark_session(f"sluice-{rt.name}-epoch-{epoch}", s3=rt.spec.s3)
-    return process_attempt(rt, spark, epoch, executor_sluice=ship_package(spark))
+    return attempt_summary(rt, spark, epoch, executor_sluice=ship_package(spark))
 
 
 def ship_package(spark: SparkSession) -> str:
@@ -69,13 +70,13 @@ def ship_package(spark: SparkSession) -> str:
     return _executor_import_path(spark)
 
 
-def process_attempt(
+def attempt_summary(
     rt: Runtime,
     spark: SparkSession,
     epoch: int,
     *,
     executor_sluice: str,
-    engine: Mapping[str, Any] | None = None,
+    engine: EngineInfo | None = None,
 ) -> dict[str, Any]:
     """One attempt of planned epoch ``epoch`` (:func:`~sluice.protocol.process_epoch`) and its
     summary: what ``run_epoch.py`` prints after ``SLUICE_RESULT`` (``engine`` adds to what the

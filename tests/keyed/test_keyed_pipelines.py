@@ -146,7 +146,7 @@ def test_a_state_added_later_is_a_compatible_change(spark: Any, kinds: Any, tmp_
 
     grown = runtime(load_spec(_rewrite(tmp_path / "kinds.yaml", add)))
     outcomes = run_until_drained(grown, spark, max_units=3)
-    assert outcomes and grown.repo.plan(2).state_migration["added"] == [
+    assert outcomes and grown.repo.plan(2).state_migration.to_dict()["added"] == [
         "state extra: added (value<long>)"
     ]
     view = state_view(spark, grown, resolve_checkpoint(grown))

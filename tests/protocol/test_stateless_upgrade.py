@@ -84,7 +84,7 @@ def test_windows_to_stateless_and_back(spark: Any, tmp_path: Path) -> None:
     assert sorted((i.key, i.size) for i in stateless.repo.store.list()) == before
     plan = plan_epoch(stateless, max_units=1, allow_state_drop=True)
     assert plan is not None and plan.state == StateRef()
-    assert plan.state_migration is not None and plan.state_migration["reset_all"]
+    assert plan.state_migration is not None and plan.state_migration.to_dict()["reset_all"]
     run_until_drained(stateless, spark, max_units=1, max_epochs=1)
     expected = reference({names[1]: ITEMS[names[1]]}, OUTPUT).rows
     assert _rows(tmp_path, "rows", OUTPUT) == sorted(expected)
@@ -103,7 +103,7 @@ def test_windows_to_stateless_and_back(spark: Any, tmp_path: Path) -> None:
     plan = plan_epoch(again, max_units=2)
     assert plan is not None and plan.state == StateRef()
     assert plan.state_migration is not None
-    assert plan.state_migration["added"] == [
+    assert plan.state_migration.to_dict()["added"] == [
         f"operator: stateless before, window {WINDOW} now (it starts with empty state)"
     ]
     run_until_drained(again, spark, max_units=2)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sluice.contracts.records import StateMigration
 from sluice.demo import render_click_files
 from sluice.protocol import RunRequest, SpecChanged, plan_epoch, run_until_drained, take_savepoint
 from sluice.protocol.process import read_state
-from sluice.protocol.upgrade import StateMigration
 from sluice.sinks.files import read_rows
 from sluice.spec import parse_spec
 from sluice.storage import open_store
@@ -73,8 +73,8 @@ def test_savepoint_restore_under_compatible_and_incompatible_changes(
     plan = _plan_with(upgraded, restore)
     assert plan is not None and plan.epoch == 3
     assert plan.state_migration is not None
-    assert plan.state_migration["added"] == ["aggregate smallest: added (min(amount))"]
-    assert plan.state_migration["dropped"] == []
+    assert plan.state_migration.to_dict()["added"] == ["aggregate smallest: added (min(amount))"]
+    assert plan.state_migration.to_dict()["dropped"] == []
     run_until_drained(upgraded, spark, max_units=1)
     assert upgraded.repo.latest_epoch() == 6
 
@@ -111,7 +111,7 @@ def test_allowing_the_drop_restarts_a_changed_aggregate(spark: Any, local_worksp
         _plan_with(upgraded, {})
     plan = _plan_with(upgraded, {"allow_state_drop": True})
     assert plan is not None and plan.state_migration is not None
-    assert plan.state_migration["reset_aggregates"] == ["biggest"]
+    assert plan.state_migration.to_dict()["reset_aggregates"] == ["biggest"]
     assert plan.state.uri is not None  # the other aggregates keep their state
     migration = StateMigration.from_dict(plan.state_migration)
     state = read_state(spark, upgraded, plan.state, migration).frame()

@@ -88,7 +88,7 @@ def test_warm_epochs_equal_the_reference(
 
 
 # make chaos: one spark-submit costs about as much as the rest of this file (the summary
-# comes from the same function, sluice.jobs.process_attempt, in both modes).
+# comes from the same function, sluice.jobs.attempt_summary, in both modes).
 @pytest.mark.slow
 def test_cold_then_warm_epochs_equal_the_reference(
     serve_server: ServeProcess, local_workspace: Any, tmp_path: Path

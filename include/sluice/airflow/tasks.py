@@ -139,7 +139,7 @@ def plan_task(
         "end_offset": plan.end_offset,
         "planned_by_run": plan.run_id,
         "restored_from": plan.restored_from.to_dict() if plan.restored_from else None,
-        "state_migration": plan.state_migration,
+        "state_migration": plan.state_migration.to_dict() if plan.state_migration else None,
     }
 
 

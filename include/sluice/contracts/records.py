@@ -18,6 +18,7 @@ __all__ = [
     "AttemptRecord",
     "AttemptStatus",
     "Checkpoint",
+    "EngineInfo",
     "EpochResult",
     "EpochStats",
     "OutputFate",
@@ -29,11 +30,16 @@ __all__ = [
     "SinksCommitted",
     "SourceSlice",
     "StagedFile",
+    "StateMigration",
     "StatePart",
     "StateRef",
     "Void",
     "WatermarkState",
 ]
+
+# Where an attempt ran, as its record says: {"spark_master": ..., "spark_application_id": ...,
+# "execution": "warm", ...}.
+EngineInfo = dict[str, str | int | None]
 
 # The name of a pipeline's one source (the plan keeps its range under today's keys; further
 # named sources, for pipelines that read several, under "sources").
@@ -381,6 +387,46 @@ class SourceSlice:
 
 
 @dataclass(frozen=True)
+class StateMigration:
+    """What continuing a checkpoint under a changed spec keeps, resets or drops (a plan's
+    ``state_migration``; :mod:`sluice.protocol.upgrade` decides it)."""
+
+    added: tuple[str, ...] = ()  # compatible additions, e.g. "aggregate mean"
+    dropped: tuple[str, ...] = ()  # differences that drop state, each named
+    reset_all: bool = False  # start from empty state
+    reset_aggregates: tuple[str, ...] = ()  # aggregates whose partials restart empty
+    reset_states: tuple[str, ...] = ()  # process-function states that restart empty
+
+    @property
+    def drops_state(self) -> bool:
+        return bool(self.dropped)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.dropped)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": list(self.added),
+            "dropped": list(self.dropped),
+            "reset_all": self.reset_all,
+            "reset_aggregates": list(self.reset_aggregates),
+            "reset_states": list(self.reset_states),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> StateMigration:
+        data = data or {}
+        return cls(
+            tuple(data.get("added", ())),
+            tuple(data.get("dropped", ())),
+            bool(data.get("reset_all", False)),
+            tuple(data.get("reset_aggregates", ())),
+            tuple(data.get("reset_states", ())),
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
     """``plan(k)``: the exact input of epoch k and the checkpoint it starts from."""
 
@@ -400,8 +446,8 @@ class Plan:
     # or explicit source offsets (see Restore).
     restored_from: Restore | None = None
     # Set when the spec's state shape changed since the checkpoint this plan starts from
-    # (sluice.protocol.upgrade.StateMigration.to_dict): what was added, dropped or reset.
-    state_migration: dict[str, Any] | None = None
+    # (sluice.protocol.upgrade): what was added, dropped or reset.
+    state_migration: StateMigration | None = None
     # Sources besides the pipeline's first (DEFAULT_SOURCE, whose slice is the three fields
     # above), by name; written only when there are any, so one-source plans keep their form.
     other_sources: tuple[tuple[str, SourceSlice], ...] = ()
@@ -411,6 +457,8 @@ class Plan:
         body["watermark"] = self.watermark.to_dict()
         body["state"] = self.state.to_dict()
         body["restored_from"] = self.restored_from.to_dict() if self.restored_from else None
+        migration = self.state_migration
+        body["state_migration"] = migration.to_dict() if migration is not None else None
         del body["other_sources"]
         if self.other_sources:
             body["sources"] = {name: part.to_dict() for name, part in self.other_sources}
@@ -434,6 +482,8 @@ class Plan:
         data["watermark"] = WatermarkState.from_dict(data["watermark"])
         data["state"] = StateRef.from_dict(data["state"])
         data["restored_from"] = Restore.from_dict(data.get("restored_from"))
+        migration = data.get("state_migration")
+        data["state_migration"] = StateMigration.from_dict(migration) if migration else None
         others = data.pop("sources", None) or {}
         data["other_sources"] = tuple(
             (str(name), SourceSlice.from_dict(part)) for name, part in sorted(others.items())
@@ -487,8 +537,7 @@ class AttemptRecord:
     run_id: str | None = None
     result: EpochResult | None = None
     error: str | None = None
-    # Where the attempt ran, e.g. {"spark_master": ..., "spark_application_id": ...}.
-    engine: dict[str, Any] | None = None
+    engine: EngineInfo | None = None  # where the attempt ran
 
     def moved_to(self, status: AttemptStatus, at: float, **changes: Any) -> AttemptRecord:
         """The record at ``status`` (which the caller checked with :meth:`can_become`)."""

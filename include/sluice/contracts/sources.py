@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,6 +60,11 @@ class Offset:
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """The offset ``to_dict`` wrote."""
+        raise NotImplementedError
+
     def describe(self) -> str:
         """A short human rendering for tables and logs."""
         return str(self.to_dict())
@@ -70,6 +75,11 @@ class SourceRange:
     """The exact input of one epoch: ``[start, end)`` plus what is needed to replay it."""
 
     def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """The range ``to_dict`` wrote (a plan stores it verbatim)."""
         raise NotImplementedError
 
     @property
@@ -99,11 +109,17 @@ class Source(ABC, Generic[OffsetT, RangeT]):
     @abstractmethod
     def initial_offset(self) -> OffsetT: ...
 
-    @abstractmethod
-    def decode_offset(self, data: dict[str, Any]) -> OffsetT: ...
+    # the source's offset and range classes: stored ones are read back with their from_dict
+    offset_type: type[OffsetT]
+    range_type: type[RangeT]
 
-    @abstractmethod
-    def decode_range(self, data: dict[str, Any]) -> RangeT: ...
+    def decode_offset(self, data: dict[str, Any]) -> OffsetT:
+        """An offset as a plan or checkpoint stored it."""
+        return self.offset_type.from_dict(data)
+
+    def decode_range(self, data: dict[str, Any]) -> RangeT:
+        """A range as a plan stored it."""
+        return self.range_type.from_dict(data)
 
     @abstractmethod
     def plan_range(

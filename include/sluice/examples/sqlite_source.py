@@ -95,11 +95,14 @@ class SqliteRange(SourceRange):
         return cls(SqliteOffset.from_dict(data["start"]), int(data["stop"]), int(data["rows"]))
 
 
-class SqliteSource(Source):
+class SqliteSource(Source[SqliteOffset, SqliteRange]):
     """Rows of ``options.table`` in ``options.path``, in id order, at most
     ``options.rows_per_epoch`` per epoch. Built by the engine as
     ``SqliteSource(spec, options, event_time_column)``, for ``type: sqlite`` (its config's
     settings as options) and ``type: sluice.examples:SqliteSource``."""
+
+    offset_type = SqliteOffset
+    range_type = SqliteRange
 
     unit_name = "rows"
 
@@ -118,12 +121,6 @@ class SqliteSource(Source):
 
     def initial_offset(self) -> SqliteOffset:
         return SqliteOffset(0)
-
-    def decode_offset(self, data: dict[str, Any]) -> SqliteOffset:
-        return SqliteOffset.from_dict(data)
-
-    def decode_range(self, data: dict[str, Any]) -> SqliteRange:
-        return SqliteRange.from_dict(data)
 
     # -- planning ---------------------------------------------------------------------------
 

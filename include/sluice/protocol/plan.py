@@ -17,12 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.contracts.records import Checkpoint, Plan, Restore, StateRef, WatermarkState
+from sluice.contracts.records import (
+    Checkpoint,
+    Plan,
+    Restore,
+    StateMigration,
+    StateRef,
+    WatermarkState,
+)
 from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
-from sluice.protocol.upgrade import StateMigration, compare_shapes
+from sluice.protocol.upgrade import compare_shapes
 from sluice.sources.exceptions import UnreadableFileNames
 from sluice.storage import ObjectAlreadyExists
 
@@ -141,7 +148,7 @@ def _new_plan(
         plan_seconds=round(now - started, 6),
         run_id=rt.run_id,
         restored_from=restored_from,
-        state_migration=migration.to_dict() if migration.changed else None,
+        state_migration=migration if migration.changed else None,
     )
 
 

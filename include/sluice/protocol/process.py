@@ -23,16 +23,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame
 from sluice.contracts.records import (
     AttemptRecord,
     AttemptStatus,
+    EngineInfo,
     EpochResult,
     EpochStats,
     Plan,
     Prepared,
+    StateMigration,
     StatePart,
     StateRef,
 )
@@ -43,7 +45,6 @@ from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, N
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.repository import advance
 from sluice.protocol.runtime import Runtime, SinkRole
-from sluice.protocol.upgrade import StateMigration
 from sluice.sources.exceptions import PlannedFilesGone
 from sluice.spark import epoch_session
 from sluice.state import StoredState, state_input, state_parts, verify_parts, write_part
@@ -71,7 +72,7 @@ def process_epoch(
     spark: SparkSession,
     epoch: int | None = None,
     *,
-    engine: dict[str, Any] | None = None,
+    engine: EngineInfo | None = None,
 ) -> AttemptRecord:
     """Run one attempt of the next uncommitted epoch (or of ``epoch``, which must be it: an
     earlier one raises :class:`EpochAlreadyCommitted`, a later one :class:`EpochBeyondNext`).
@@ -86,7 +87,7 @@ def process_attempt(
     compute: Compute,
     epoch: int | None = None,
     *,
-    engine: dict[str, Any] | None = None,
+    engine: EngineInfo | None = None,
 ) -> AttemptRecord:
     """:func:`process_epoch` with the epoch's rows read, computed and written by ``compute``."""
     latest = recover(rt)
@@ -165,7 +166,7 @@ class Compute(Protocol):
     the steps around that, their order and fault points are the protocol's (module doc).
     Frames are the engine's rows (DataFrames for :class:`SparkCompute`)."""
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EngineInfo:
         """Where the attempt runs (its record's ``engine``)."""
         ...
 
@@ -201,7 +202,7 @@ class SparkCompute:
 
     spark: SparkSession
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EngineInfo:
         context = self.spark.sparkContext
         return {"spark_master": context.master, "spark_application_id": context.applicationId}
 
@@ -242,7 +243,7 @@ class SparkCompute:
 def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
     session = epoch_session(spark)
     rng = rt.source.decode_range(plan.source_range)
-    migration = StateMigration.from_dict(plan.state_migration)
+    migration = plan.state_migration or StateMigration()
     state = read_state(session, rt, plan.state, migration)
     spec = rt.spec
     inp = EpochInput(

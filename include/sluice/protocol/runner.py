@@ -1,4 +1,9 @@
-"""Run the three steps in one process: one epoch, or epochs until the source is drained."""
+"""Run the three steps in one process: one epoch, or epochs until the source is drained.
+
+The process step runs on a :class:`~sluice.protocol.process.Compute`: a Spark session (the
+pipelines' :class:`~sluice.protocol.process.SparkCompute`), or any other compute — the
+in-memory layer (:mod:`sluice.testing.memory`) runs its epochs through this same runner.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from typing import TYPE_CHECKING
 from sluice.contracts.records import Checkpoint
 from sluice.protocol.commit import commit_epoch
 from sluice.protocol.plan import plan_epoch
-from sluice.protocol.process import process_epoch
+from sluice.protocol.process import Compute, SparkCompute, process_attempt
 from sluice.protocol.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -30,25 +35,25 @@ class EpochOutcome:
 
 def run_epoch(
     rt: Runtime,
-    spark: SparkSession | Callable[[], SparkSession],
+    engine: Compute | SparkSession | Callable[[], Compute | SparkSession],
     *,
     max_units: int | None = None,
     allow_state_drop: bool = False,
 ) -> EpochOutcome | None:
     """plan -> process -> commit for the next epoch; None when there is nothing to read.
-    ``spark``: a session, or a function that starts one, called only when there is an epoch
-    to process. ``allow_state_drop``: see :mod:`sluice.protocol.upgrade`."""
+    ``engine``: a compute, a Spark session, or a function that makes one, called only
+    when there is an epoch to process. ``allow_state_drop``: see :mod:`sluice.protocol.upgrade`."""
     plan = plan_epoch(rt, max_units=max_units, allow_state_drop=allow_state_drop)
     if plan is None:
         return None
-    record = process_epoch(rt, spark() if callable(spark) else spark, plan.epoch)
+    record = process_attempt(rt, _compute(engine() if callable(engine) else engine), plan.epoch)
     checkpoint = commit_epoch(rt, record.epoch, record.attempt)
     return EpochOutcome(checkpoint, record.attempt)
 
 
 def run_until_drained(
     rt: Runtime,
-    spark: SparkSession | Callable[[], SparkSession],
+    engine: Compute | SparkSession | Callable[[], Compute | SparkSession],
     *,
     max_epochs: int | None = None,
     max_units: Callable[[int], int | None] | int | None = None,
@@ -58,16 +63,16 @@ def run_until_drained(
     """Run epochs until the source has nothing new (or ``max_epochs``).
 
     ``max_units`` caps each epoch's input; a callable gets the epoch's ordinal (0-based) so a
-    test can cut the input at arbitrary points. ``spark`` may be a function that starts the
+    test can cut the input at arbitrary points. ``engine`` may be a function that starts a
     session: it is called once, at the first epoch with something to process, so a run that
     finds nothing new starts no JVM (``sluice run`` when drained: 0.5 s instead of 5.3).
     """
     outcomes: list[EpochOutcome] = []
-    if callable(spark):  # started once, at the first epoch with something to process
-        spark = _once(spark)
+    if callable(engine):  # started once, at the first epoch with something to process
+        engine = _once(engine)
     while max_epochs is None or len(outcomes) < max_epochs:
         cap = max_units(len(outcomes)) if callable(max_units) else max_units
-        outcome = run_epoch(rt, spark, max_units=cap, allow_state_drop=allow_state_drop)
+        outcome = run_epoch(rt, engine, max_units=cap, allow_state_drop=allow_state_drop)
         if outcome is None:
             break
         outcomes.append(outcome)
@@ -76,12 +81,20 @@ def run_until_drained(
     return outcomes
 
 
-def _once(start: Callable[[], SparkSession]) -> Callable[[], SparkSession]:
-    started: list[SparkSession] = []
+def _compute(engine: Compute | SparkSession) -> Compute:
+    from pyspark.sql import SparkSession
 
-    def session() -> SparkSession:
+    return SparkCompute(engine) if isinstance(engine, SparkSession) else engine
+
+
+def _once(
+    start: Callable[[], Compute | SparkSession],
+) -> Callable[[], Compute | SparkSession]:
+    started: list[Compute | SparkSession] = []
+
+    def made() -> Compute | SparkSession:
         if not started:
             started.append(start())
         return started[0]
 
-    return session
+    return made

@@ -25,52 +25,15 @@ unless the run request allows it (``allow_state_drop``: the trigger form, or
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from sluice.contracts.records import StateMigration
 from sluice.spec.model import STATELESS_SHAPE as STATELESS
 
-__all__ = ["StateMigration", "compare_shapes"]
+__all__ = ["compare_shapes"]
 
 # shape entries whose change makes the whole snapshot unreadable
 _WHOLE = ("key_by", "event_time", "window", "select")
-
-
-@dataclass(frozen=True)
-class StateMigration:
-    added: tuple[str, ...] = ()  # compatible additions, e.g. "aggregate mean"
-    dropped: tuple[str, ...] = ()  # differences that drop state, each named
-    reset_all: bool = False  # start from empty state
-    reset_aggregates: tuple[str, ...] = ()  # aggregates whose partials restart empty
-    reset_states: tuple[str, ...] = ()  # process-function states that restart empty
-
-    @property
-    def drops_state(self) -> bool:
-        return bool(self.dropped)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.dropped)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "added": list(self.added),
-            "dropped": list(self.dropped),
-            "reset_all": self.reset_all,
-            "reset_aggregates": list(self.reset_aggregates),
-            "reset_states": list(self.reset_states),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> StateMigration:
-        data = data or {}
-        return cls(
-            tuple(data.get("added", ())),
-            tuple(data.get("dropped", ())),
-            bool(data.get("reset_all", False)),
-            tuple(data.get("reset_aggregates", ())),
-            tuple(data.get("reset_states", ())),
-        )
 
 
 def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:

@@ -49,13 +49,13 @@ from sluice.serve.model import (
     MAX_WAIT_S,
     AttemptList,
     AttemptRequest,
+    AttemptTally,
     AttemptView,
     BadRequest,
     DriverHeap,
-    EpochCounts,
     ErrorBody,
-    Health,
     Liveness,
+    ServerHealth,
 )
 from sluice.serve.security import OutsideRoots, SpecRoots, bearer_matches
 from sluice.spec import PipelineSpec, SpecError, load_spec
@@ -157,8 +157,8 @@ def _seconds(name: str, raw: str) -> float:
 api = APIRouter(dependencies=[Depends(require_token)])
 
 
-@api.get("/v1/health", response_model=Health)
-def get_health(state: State, gc: str = "0", threads: str = "0") -> Health:
+@api.get("/v1/health", response_model=ServerHealth)
+def get_health(state: State, gc: str = "0", threads: str = "0") -> ServerHealth:
     return health(state, gc=_flag(gc), threads=_flag(threads))
 
 
@@ -306,7 +306,7 @@ def create_app(state: ServeState) -> FastAPI:
 # -- health -----------------------------------------------------------------------------------
 
 
-def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
+def health(state: ServeState, *, gc: bool, threads: bool = False) -> ServerHealth:
     """What ops (and tests) look at; ``gc``: collect garbage before measuring the heap.
 
     Threads are counted before that collection: it makes Spark's ContextCleaner remove the
@@ -323,7 +323,7 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
     heap = management.getMemoryMXBean().getHeapMemoryUsage()
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     counts = {str(k): v for k, v in registry.counts.items()}
-    return Health(
+    return ServerHealth(
         status="ok",
         pid=os.getpid(),
         sluice_version=__version__,
@@ -332,7 +332,7 @@ def health(state: ServeState, *, gc: bool, threads: bool = False) -> Health:
         spark_application_id=context.applicationId,
         started_at=state.started,
         uptime_s=round(time.monotonic() - state.started_monotonic, 3),
-        epochs=EpochCounts.model_validate({**counts, "running": registry.running()}),
+        epochs=AttemptTally.model_validate({**counts, "running": registry.running()}),
         driver_heap=DriverHeap(
             used_bytes=int(heap.getUsed()),
             committed_bytes=int(heap.getCommitted()),

@@ -4,7 +4,7 @@
 it starts with the request's job group (``setJobGroup(..., interruptOnCancel=True)``; PySpark's
 pinned-thread mode gives each Python thread its own JVM thread, so the group is the thread's
 own), takes its pipeline's session (``newSession()`` of the server's session, so SQL settings
-and temp views stay inside one pipeline) and runs :func:`sluice.jobs.process_attempt`, the code
+and temp views stay inside one pipeline) and runs :func:`sluice.jobs.attempt_summary`, the code
 ``spark-submit jobs/run_epoch.py`` runs, its jobs in the pipeline's own FAIR scheduler pool.
 ``cancel`` cancels the group; the attempt's next Spark action then fails and ``process_epoch``
 records the attempt FAILED and removes what it staged, as for any failure.
@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.contracts.records import EngineInfo
 from sluice.exceptions import SluiceError
-from sluice.jobs import process_attempt
+from sluice.jobs import attempt_summary
 from sluice.pipeline import open_pipeline
 from sluice.protocol import Faults
 from sluice.serve.exceptions import Busy
@@ -281,8 +282,8 @@ class AttemptRegistry:
         rt = open_pipeline(attempt.spec, run_id=attempt.request.run_id,
                            connections=attempt.request.connections, faults=self.faults,
                            spark=lambda: session, attempt_ids=new_attempt_id)  # fmt: skip
-        engine = {"execution": "warm", "serve_request": attempt.id}
-        return process_attempt(rt, session, attempt.request.epoch,
+        engine: EngineInfo = {"execution": "warm", "serve_request": attempt.id}
+        return attempt_summary(rt, session, attempt.request.epoch,
                                executor_sluice=self.executor_sluice, engine=engine)  # fmt: skip
 
     def _session(self, attempt: Attempt) -> SparkSession:

@@ -45,8 +45,8 @@ from sluice.serve.model import (
     AttemptRequest,
     AttemptView,
     ErrorBody,
-    Health,
     RequestStatus,
+    ServerHealth,
 )
 
 __all__ = ["ServeClient"]
@@ -160,7 +160,7 @@ class ServeClient:
     def health(self, gc: bool = False, threads: bool = False) -> dict[str, Any]:
         """``gc``: a full GC first (for a heap figure); ``threads``: the JVM's threads by name."""
         query = "&".join(k for k, on in (("gc=1", gc), ("threads=1", threads)) if on)
-        return _dump(self._call("GET", "/v1/health" + (f"?{query}" if query else ""), Health))
+        return _dump(self._call("GET", "/v1/health" + (f"?{query}" if query else ""), ServerHealth))
 
     # -- HTTP ---------------------------------------------------------------------------------
 

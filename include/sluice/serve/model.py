@@ -30,14 +30,14 @@ __all__ = [
     "AttemptError",
     "AttemptList",
     "AttemptRequest",
+    "AttemptTally",
     "AttemptView",
     "BadRequest",
     "DriverHeap",
-    "EpochCounts",
     "ErrorBody",
-    "Health",
     "Liveness",
     "RequestStatus",
+    "ServerHealth",
     "SparkJobs",
 ]
 
@@ -185,7 +185,9 @@ class AttemptList(_Answer):
     attempts: list[AttemptView]
 
 
-class EpochCounts(_Answer):
+class AttemptTally(_Answer):
+    """The server's attempts by outcome since it started."""
+
     succeeded: int
     failed: int
     cancelled: int
@@ -198,7 +200,7 @@ class DriverHeap(_Answer):
     max_bytes: int
 
 
-class Health(_Answer):
+class ServerHealth(_Answer):
     """``GET /v1/health``: what ops (and tests) look at."""
 
     status: Literal["ok"]
@@ -209,7 +211,7 @@ class Health(_Answer):
     spark_application_id: str
     started_at: float
     uptime_s: float
-    epochs: EpochCounts
+    epochs: AttemptTally
     driver_heap: DriverHeap
     jvm_threads: int
     python_threads: int

@@ -110,13 +110,16 @@ class FilesRange(SourceRange):
         )
 
 
-class FilesSource(Source):
+class FilesSource(Source[FilesOffset, FilesRange]):
     """Files under ``spec.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
 
     ``history`` returns every file key earlier epochs planned, given how to read the keys out
     of a stored range (:meth:`units_of`: the protocol never looks inside a range); it is only
     consulted when the cheap count/digest check says the files behind the offset changed.
     """
+
+    offset_type = FilesOffset
+    range_type = FilesRange
 
     def __init__(
         self,
@@ -140,12 +143,6 @@ class FilesSource(Source):
 
     def initial_offset(self) -> FilesOffset:
         return FilesOffset()
-
-    def decode_offset(self, data: dict[str, Any]) -> FilesOffset:
-        return FilesOffset.from_dict(data)
-
-    def decode_range(self, data: dict[str, Any]) -> FilesRange:
-        return FilesRange.from_dict(data)
 
     def list_keys(self) -> list[str]:
         return [i.key for i in self.store.list() if not _hidden(i.key)]

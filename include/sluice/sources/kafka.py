@@ -176,8 +176,11 @@ def _metadata(consumer: Any, topic: str, refused: list[str]) -> Any:
                 raise
 
 
-class KafkaSource(Source):
+class KafkaSource(Source[KafkaOffset, KafkaRange]):
     """The topics of a :class:`KafkaSourceConfig` (docs/kafka.md for the settings)."""
+
+    offset_type = KafkaOffset
+    range_type = KafkaRange
 
     unit_name = "records"
 
@@ -303,12 +306,6 @@ class KafkaSource(Source):
 
     def initial_offset(self) -> KafkaOffset:
         return KafkaOffset()
-
-    def decode_offset(self, data: dict[str, Any]) -> KafkaOffset:
-        return KafkaOffset.from_dict(data)
-
-    def decode_range(self, data: dict[str, Any]) -> KafkaRange:
-        return KafkaRange.from_dict(data)
 
     def plan_range(
         self, start: Offset, max_units: int | None, max_records: int | None = None

@@ -108,10 +108,13 @@ class NexmarkRange(SourceRange):
         return cls(NexmarkOffset.from_dict(data["start"]), int(data["stop"]))
 
 
-class NexmarkSource(Source):
+class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
     """The ``options.events`` records of the Nexmark stream ``[first_event, first_event +
     max_events)`` (unbounded without ``max_events``), at most ``events_per_epoch`` events
     per epoch."""
+
+    offset_type = NexmarkOffset
+    range_type = NexmarkRange
 
     def __init__(self, spec: NexmarkSourceConfig) -> None:
         self.spec = spec  # validated: counts positive, first_event >= 0
@@ -129,12 +132,6 @@ class NexmarkSource(Source):
 
     def initial_offset(self) -> NexmarkOffset:
         return NexmarkOffset(self.first_event)
-
-    def decode_offset(self, data: dict[str, Any]) -> NexmarkOffset:
-        return NexmarkOffset.from_dict(data)
-
-    def decode_range(self, data: dict[str, Any]) -> NexmarkRange:
-        return NexmarkRange.from_dict(data)
 
     unit_name = "events"
 

@@ -38,13 +38,19 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from sluice.contracts import layout
 from sluice.contracts.operators import EpochCounts, EpochFacts, StateUpdate
-from sluice.contracts.records import Plan, Prepared, StagedFile, StatePart, StateRef, WatermarkState
+from sluice.contracts.records import (
+    EngineInfo,
+    Plan,
+    Prepared,
+    StagedFile,
+    StatePart,
+    StateRef,
+    WatermarkState,
+)
 from sluice.contracts.sinks import Sink
 from sluice.contracts.sources import Offset, Source, SourceRange
-from sluice.protocol.commit import commit_epoch
+from sluice.protocol import runner
 from sluice.protocol.faults import Faults
-from sluice.protocol.plan import plan_epoch
-from sluice.protocol.process import process_attempt
 from sluice.protocol.repository import Repository
 from sluice.protocol.runner import EpochOutcome
 from sluice.protocol.runtime import Runtime, SinkRole
@@ -99,6 +105,10 @@ class MemoryOffset(Offset):
     def to_dict(self) -> dict[str, Any]:
         return {"type": "memory", "next_record": self.next_record}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryOffset:
+        return cls(int(data["next_record"]))
+
 
 @dataclass(frozen=True)
 class MemoryRange(SourceRange):
@@ -107,6 +117,10 @@ class MemoryRange(SourceRange):
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "memory", "start": self.start, "stop": self.stop}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryRange:
+        return cls(int(data["start"]), int(data["stop"]))
 
     @property
     def end(self) -> MemoryOffset:
@@ -117,9 +131,12 @@ class MemoryRange(SourceRange):
         return self.stop - self.start
 
 
-class MemorySource(Source):
+class MemorySource(Source[MemoryOffset, MemoryRange]):
     """Records appended by the test; a range is ``[start, stop)`` of their positions, so
     reading it again gives the same records (appends only go after it)."""
+
+    offset_type = MemoryOffset
+    range_type = MemoryRange
 
     unit_name = "records"
 
@@ -136,12 +153,6 @@ class MemorySource(Source):
 
     def initial_offset(self) -> MemoryOffset:
         return MemoryOffset(0)
-
-    def decode_offset(self, data: dict[str, Any]) -> MemoryOffset:
-        return MemoryOffset(int(data["next_record"]))
-
-    def decode_range(self, data: dict[str, Any]) -> MemoryRange:
-        return MemoryRange(int(data["start"]), int(data["stop"]))
 
     def plan_range(
         self, start: Offset, max_units: int | None, max_records: int | None = None
@@ -347,7 +358,7 @@ class MemoryCompute:
     operator: KeyedSum = field(default_factory=KeyedSum)
     on_compute: Callable[[Plan], None] | None = None
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EngineInfo:
         return {"engine": "memory", "pid": os.getpid()}
 
     def compute(self, rt: Runtime, plan: Plan) -> EpochOutput:
@@ -538,13 +549,10 @@ def dead_positions(records: Sequence[Record]) -> list[int]:
 def run_epoch(
     rt: Runtime, compute: MemoryCompute | None = None, *, max_units: int | None = None
 ) -> EpochOutcome | None:
-    """plan -> process -> commit of the next epoch (:mod:`sluice.protocol.runner`'s steps,
-    the process step on ``compute``); None when the source has nothing new."""
-    plan = plan_epoch(rt, max_units=max_units)
-    if plan is None:
-        return None
-    record = process_attempt(rt, compute or MemoryCompute(), plan.epoch)
-    return EpochOutcome(commit_epoch(rt, record.epoch, record.attempt), record.attempt)
+    """plan -> process -> commit of the next epoch, by the protocol's runner with the process
+    step on ``compute`` (a new :class:`MemoryCompute` by default); None when the source has
+    nothing new."""
+    return runner.run_epoch(rt, compute or MemoryCompute(), max_units=max_units)
 
 
 def run_until_drained(
@@ -554,13 +562,10 @@ def run_until_drained(
     max_units: int | None = None,
     max_epochs: int | None = None,
 ) -> list[EpochOutcome]:
-    outcomes: list[EpochOutcome] = []
-    while max_epochs is None or len(outcomes) < max_epochs:
-        outcome = run_epoch(rt, compute, max_units=max_units)
-        if outcome is None:
-            break
-        outcomes.append(outcome)
-    return outcomes
+    """The protocol's :func:`~sluice.protocol.runner.run_until_drained` on ``compute``."""
+    return runner.run_until_drained(
+        rt, compute or MemoryCompute(), max_units=max_units, max_epochs=max_epochs
+    )
 
 
 def crashed(

@@ -59,7 +59,7 @@ def test_a_spec_change_that_drops_state_needs_allowing(pipeline: Pipeline) -> No
 
     plan = plan_epoch(changed, max_units=PER_EPOCH, allow_state_drop=True)
     assert plan is not None and plan.state.parts == ()  # the state starts empty
-    assert plan.state_migration is not None and plan.state_migration["reset_all"] is True
+    assert plan.state_migration is not None and plan.state_migration.to_dict()["reset_all"] is True
     run_until_drained(changed, max_units=PER_EPOCH)
     # totals restart at epoch 3: the oracle of the records from there on
     assert sink_rows(rt) == (expected_output(RECORDS[:4], PER_EPOCH)
@@ -76,7 +76,7 @@ def test_a_compatible_spec_change_keeps_the_state(pipeline: Pipeline) -> None:
     upgraded = replace(rt, spec=replace(rt.spec, process=more))
     plan = plan_epoch(upgraded, max_units=PER_EPOCH)
     assert plan is not None and plan.state_migration is not None
-    assert plan.state_migration["added"] == ["state seen: added (value<long>)"]
+    assert plan.state_migration.to_dict()["added"] == ["state seen: added (value<long>)"]
     checkpoint = rt.repo.checkpoint(2)
     assert checkpoint is not None and plan.state == checkpoint.result.state
     assert read_memory_state(rt.repo.store, plan.state) == {"a": 4, "b": 2}
