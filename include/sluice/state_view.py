@@ -123,13 +123,10 @@ def _keyed_view(frame: DataFrame, key_columns: list[str]) -> DataFrame:
 
 
 def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
-    from pyspark.sql import functions as F
-
     from sluice.windows.aggregates import finalize_columns
-    from sluice.windows.common import COUNTER
+    from sluice.windows.kinds import kind_of
 
     spec = rt.spec
-    keys = [F.col(f"`{k}`") for k in spec.key_by]
     dtypes = dict(frame.dtypes)
     # a sum is integral exactly when its partial is (that is how the partial was chosen)
     types = {
@@ -137,36 +134,7 @@ def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
         for a in spec.aggregates
         if a.column is not None
     }
-    aggregates = finalize_columns(spec, types)
-    names = {a.name for a in spec.aggregates}
-    if spec.windowing.counted:
-        windows = frame.where(F.col("_wi") != COUNTER).select(
-            F.lit("window").alias("kind"),
-            *keys,
-            F.col("_wi").alias("window_index"),
-            F.timestamp_micros("_ws").alias("window_start"),
-            F.timestamp_micros("_we").alias("window_end"),
-            F.col("_cnt").alias("records"),
-            *aggregates,
-        )
-        counters = frame.where(F.col("_wi") == COUNTER).select(
-            F.lit("counter").alias("kind"),
-            *keys,
-            F.lit(None).cast("long").alias("window_index"),
-            F.lit(None).cast("timestamp").alias("window_start"),
-            F.lit(None).cast("timestamp").alias("window_end"),
-            F.col("_cnt").alias("records"),
-            *[F.lit(None).cast(t).alias(n) for n, t in windows.dtypes if n in names],
-        )
-        return windows.unionByName(counters).orderBy("kind", *spec.key_by, "window_index")
-    extra = [F.col("_stub").alias("stub")] if spec.windowing.capped else []
-    return frame.select(
-        *keys,
-        F.timestamp_micros("_ws").alias("window_start"),
-        F.timestamp_micros("_we").alias("window_end"),
-        *extra,
-        *aggregates,
-    ).orderBy("window_start", *spec.key_by)
+    return kind_of(spec).view(frame, finalize_columns(spec.aggregates, types))
 
 
 def parse_key_filters(pipeline: str, pairs: list[str]) -> dict[str, str]:

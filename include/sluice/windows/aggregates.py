@@ -23,10 +23,15 @@ order that does not depend on the cut either.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sluice.spec.model import AggregateSpec, PipelineSpec
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sluice.spec.model import AggregateSpec
 
 __all__ = [
     "HLL_LG_K",
@@ -61,14 +66,14 @@ def _suffixes(agg: AggregateSpec) -> tuple[str, ...]:
     }[agg.func]
 
 
-def empty_partials(spec: PipelineSpec) -> dict[str, dict[str, Column]]:
+def empty_partials(aggregates: Sequence[AggregateSpec]) -> dict[str, dict[str, Column]]:
     """Per aggregate, the partials of "no record yet" (an aggregate added by an upgrade
     starts from these in windows already open). Merges are SQL aggregates that skip nulls,
     so an untyped null is empty for sums, extremes, sketches and first/last; counts are 0
     and distinct sets empty, so a window with no record for the new aggregate finalises to
     0 (count, count_distinct) or null (the others), as for a window of its own."""
     zeros: dict[str, dict[str, Column]] = {}
-    for agg in spec.aggregates:
+    for agg in aggregates:
         columns: dict[str, Column] = {}
         for suffix in _suffixes(agg):
             if suffix == "n":
@@ -81,9 +86,9 @@ def empty_partials(spec: PipelineSpec) -> dict[str, dict[str, Column]]:
     return zeros
 
 
-def partial_names(spec: PipelineSpec) -> list[str]:
+def partial_names(aggregates: Sequence[AggregateSpec]) -> list[str]:
     """The partial columns, in state order."""
-    return [_p(a, s) for a in spec.aggregates for s in _suffixes(a)]
+    return [_p(a, s) for a in aggregates for s in _suffixes(a)]
 
 
 def _sum_type(types: dict[str, str], agg: AggregateSpec) -> str:
@@ -98,18 +103,18 @@ def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def partial_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
+def partial_columns(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[Column]:
     """Aggregations of one epoch's accepted rows into partials.
 
     The rows carry ``_ts_us`` (event time), ``_epoch``, ``_major`` and ``_line`` (position).
     ``types`` maps each input column to its Spark type (``DataFrame.dtypes``). Built as SQL
     text: one Py4J call each (sluice.operators.sqltext)."""
-    return [F.expr(text) for text in partial_sql(spec, types)]
+    return [F.expr(text) for text in partial_sql(aggregates, types)]
 
 
-def partial_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+def partial_sql(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[str]:
     cols: list[str] = []
-    for agg in spec.aggregates:
+    for agg in aggregates:
         value = _q(agg.column) if agg.column else None
         func = agg.func
         if func == "count":
@@ -136,14 +141,14 @@ def partial_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
     return cols
 
 
-def merge_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
+def merge_columns(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[Column]:
     """Aggregations that merge partial rows (from state and from the epoch) into one."""
-    return [F.expr(text) for text in merge_sql(spec, types)]
+    return [F.expr(text) for text in merge_sql(aggregates, types)]
 
 
-def merge_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+def merge_sql(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[str]:
     cols: list[str] = []
-    for agg in spec.aggregates:
+    for agg in aggregates:
         func = agg.func
         if func in ("count", "sum", "avg"):
             name = _q(_p(agg, "n"))
@@ -166,14 +171,14 @@ def merge_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
     return cols
 
 
-def finalize_columns(spec: PipelineSpec, types: dict[str, str]) -> list[Column]:
+def finalize_columns(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[Column]:
     """The user-facing aggregate columns, named as in the spec (SQL null semantics)."""
-    return [F.expr(text) for text in finalize_sql(spec, types)]
+    return [F.expr(text) for text in finalize_sql(aggregates, types)]
 
 
-def finalize_sql(spec: PipelineSpec, types: dict[str, str]) -> list[str]:
+def finalize_sql(aggregates: Sequence[AggregateSpec], types: dict[str, str]) -> list[str]:
     cols: list[str] = []
-    for agg in spec.aggregates:
+    for agg in aggregates:
         func = agg.func
         n, s = _q(_p(agg, "n")), _q(_p(agg, "s"))
         if func == "count":

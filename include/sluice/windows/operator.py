@@ -15,10 +15,11 @@
    ``horizon`` are skipped. Every ``compact_every`` deltas, after a schema change, or when the
    watermark moved back (an idle partition returned), the epoch writes a full *base* instead.
 
-Sessions fold the state's fragments into sessions each epoch (all of a key's fragments are
-needed to merge); count windows and sessions with ``max_duration`` keep a full snapshot each
-epoch (:mod:`sluice.windows.snapshot`). The exact rules are in
-docs/windows-and-watermarks.md.
+What differs between window kinds is asked of the kind's strategy (:mod:`sluice.windows.kinds`):
+kinds that merge windows across epochs (sessions) fold the state's fragments each epoch (all
+of a key's fragments are needed to merge); kinds that are not incremental (count windows,
+sessions with ``max_duration``) keep a full snapshot each epoch
+(:mod:`sluice.windows.snapshot`). The exact rules are in docs/windows-and-watermarks.md.
 """
 
 from __future__ import annotations
@@ -29,25 +30,21 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
 from sluice.jvm.udfs import Ledger, constant, counted, counting
+from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
 from sluice.operators.base import quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
-from sluice.windows.common import (
-    align_window_state,
-    late_rows,
-    operator_columns,
-    result_rows,
-    state_columns,
-)
+from sluice.windows.common import align_window_state, late_rows, operator_columns, result_rows
 from sluice.windows.index import Probe, WindowIndexes
-from sluice.windows.kinds import Session, Sliding, WindowKind, kind_of
+from sluice.windows.kinds import kind_of
+from sluice.windows.snapshot import snapshot_epoch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
+    from sluice.windows.strategy import WindowKind
 
 __all__ = ["WindowOperator"]
 
@@ -65,12 +62,12 @@ class WindowOperator:
         self.kind = kind_of(spec)
 
     def state_columns(self) -> list[str]:
-        return state_columns(self.spec)
+        return self.kind.state_columns()
 
     def align_state(
         self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]
     ) -> DataFrame:
-        return align_window_state(self.spec, frame, reset_aggregates)
+        return align_window_state(self.kind, frame, reset_aggregates)
 
     def current_state(self, state: StateInput) -> DataFrame | None:
         """The state's rows as one snapshot (``sluice state``): every part folded per window,
@@ -78,20 +75,18 @@ class WindowOperator:
         frame = state.frame()
         if frame is None:
             return None
-        if not isinstance(self.kind, (Sliding, Session)) or self.spec.windowing.capped:
+        if not self.kind.incremental:  # a snapshot already
             return frame
         lateness = self.spec.event_time.allowed_lateness_us
         horizon = state.horizon_us
         merged = self.kind.merge(_flagged(frame, new=False), {c: t for c, t in frame.dtypes})
         if horizon is not None:
             merged = merged.where(f"_we + {lateness} > {horizon}L")
-        return merged.select(*state_columns(self.spec))
+        return merged.select(*self.kind.state_columns())
 
     def run(self, inp: EpochInput) -> Any:
-        if isinstance(self.kind, (Sliding, Session)) and not self.spec.windowing.capped:
+        if self.kind.incremental:
             return self._incremental(inp)
-        from sluice.windows.snapshot import snapshot_epoch
-
         return snapshot_epoch(self.spec, self.kind, inp)
 
     def _incremental(self, inp: EpochInput) -> IncrementalEpoch:
@@ -107,9 +102,10 @@ class WindowOperator:
 
     def _indexes(self, inp: EpochInput) -> WindowIndexes | None:
         """The windows indexes (:mod:`sluice.windows.index`) if an epoch of this pipeline
-        ran in this Spark context before (on_close tumbling and hopping windows only)."""
+        ran in this Spark context before (kinds that use them: on_close tumbling and hopping
+        windows)."""
         state = inp.state
-        if self.spec.emit != "on_close" or isinstance(self.kind, Session) or state.location is None:
+        if not self.kind.uses_window_index or state.location is None:
             return None
         indexes = WindowIndexes(inp.spark, state.location)
         return indexes if indexes.visit(state.parts) else None
@@ -126,7 +122,7 @@ def _flagged(frame: DataFrame, new: bool) -> DataFrame:
 class IncrementalEpoch:
     """One epoch of tumbling, hopping or session windows with an incremental state."""
 
-    kind: WindowKind
+    kind: WindowKind[Any]
     inp: EpochInput
     cls: Classification
     partials: DataFrame  # P, cached
@@ -146,15 +142,14 @@ class IncrementalEpoch:
     @classmethod
     def start(
         cls,
-        kind: WindowKind,
+        kind: WindowKind[Any],
         inp: EpochInput,
         classified: Classification,
         indexes: WindowIndexes | None = None,
     ) -> IncrementalEpoch:
         """Run the pass: P cached, its rows per window end collected, the ledgers read."""
-        spec = inp.spec
         partials = kind.epoch_partials(classified.frame, classified.types)
-        partials = partials.selectExpr(*[quoted(c) for c in state_columns(spec)])
+        partials = partials.selectExpr(*[quoted(c) for c in kind.state_columns()])
         partials = partials.persist(StorageLevel.MEMORY_AND_DISK)
         ends = {int(r[0]): int(r[1]) for r in partials.groupBy("_we").count().collect()}
         epoch = cls(kind, inp, classified, partials, ends, classified.facts(), [partials])
@@ -230,7 +225,7 @@ class IncrementalEpoch:
         return self.after if self.after is not None else self.inp.state.horizon_us
 
     def _prepare(self) -> None:
-        if self.spec.emit == "on_close" and isinstance(self.kind, Sliding) and not self.compact:
+        if self.kind.reads_only_closing_state and not self.compact:
             self._results, self.emitted = self._closing_windows()
         else:
             self._results, self._tally = self._merged_results()
@@ -242,19 +237,19 @@ class IncrementalEpoch:
         return None if frame is None else _flagged(frame, new=False)
 
     def _live_state(self) -> DataFrame | None:
-        """Every state row of a window not emitted yet (sessions: every fragment; a
-        session's fate is known once its fragments are merged)."""
-        if isinstance(self.kind, Session):
+        """Every state row of a window not emitted yet (kinds that merge across epochs:
+        every fragment; a session's fate is known once its fragments are merged)."""
+        if self.kind.merges_across_epochs:
             return self._state()
         return self._state(where=f"NOT {self._gone(scan=True)}")
 
     def state_update(self) -> StateUpdate | None:
-        spec = self.spec
         if self.compact:
             merged = self._merged()
-            base = merged.where(f"_fate = {OPEN}").select(*state_columns(spec))
+            base = merged.where(f"_fate = {OPEN}").select(*self.kind.state_columns())
             return StateUpdate("base", base, None)
-        if isinstance(self.kind, Session):
+        merging = self.kind.merges_across_epochs  # every fragment stays until merged
+        if merging:
             rows = sum(self.ends.values())
             frame = self.partials
         else:
@@ -262,7 +257,7 @@ class IncrementalEpoch:
             frame = self._where(self.partials, f"NOT {self._closing()}")
         if rows == 0:
             return None
-        open_ends = [e for e in self.ends if isinstance(self.kind, Session) or not self.closes(e)]
+        open_ends = [e for e in self.ends if merging or not self.closes(e)]
         return StateUpdate("delta", frame, rows, {"_we": (min(open_ends), max(open_ends))})
 
     # -- results -------------------------------------------------------------------------------
@@ -275,7 +270,7 @@ class IncrementalEpoch:
     def _closing_windows(self) -> tuple[DataFrame, int | None]:
         """on_close, tumbling/hopping: P's closing windows merged with the state's rows of
         closing windows (only the parts whose window ends reach the closing range)."""
-        spec, types = self.spec, self.cls.types
+        kind, types = self.kind, self.cls.types
         mine = _flagged(self._where(self.partials, self._closing()), new=True)
         theirs = None
         if self.after is not None:
@@ -283,13 +278,13 @@ class IncrementalEpoch:
             theirs = self._state(self._may_close, where)
         if theirs is None:  # P's rows are one per window: their count is the result's
             rows = sum(n for end, n in self.ends.items() if self.closes(end))
-            return result_rows(spec, mine, types, self.inp.epoch), rows
+            return result_rows(kind, mine, types, self.inp.epoch), rows
         merged = self.kind.merge(mine.unionByName(theirs), types)
         frame, ledger = counting(
             self.inp.spark, merged, "results", F.expr("CASE WHEN _old THEN 1 ELSE 0 END")
         )
         self._tally = ledger
-        return result_rows(spec, frame, types, self.inp.epoch), None
+        return result_rows(kind, frame, types, self.inp.epoch), None
 
     def _may_close(self, part: StatePart) -> bool:
         span = part.bound("_we")
@@ -305,10 +300,10 @@ class IncrementalEpoch:
         base both read it)."""
         if self._merged_cache is not None:
             return self._merged_cache
-        spec, types = self.spec, self.cls.types
+        types = self.cls.types
         rows = _flagged(self.partials, new=True)
         state = self._live_state()
-        if state is not None and isinstance(self.kind, Session) and spec.emit == "on_update":
+        if state is not None and self.kind.deletes_replaced:
             state = self._sessions_of(state)
         if state is not None:
             rows = rows.unionByName(state)
@@ -326,22 +321,23 @@ class IncrementalEpoch:
         return merged
 
     def _sessions_of(self, fragments: DataFrame) -> DataFrame:
-        """The state's fragments as the sessions last emitted (on_update deletes name them)."""
+        """The state's fragments as the windows last emitted (on_update deletes name them)."""
         merged = self.kind.merge(fragments, self.cls.types)
         merged = self._where(merged, f"NOT {self._gone()}")
-        return merged.select(*state_columns(self.spec), "_new", "_old")
+        return merged.select(*self.kind.state_columns(), "_new", "_old")
 
     def _merged_results(self) -> tuple[DataFrame, Ledger | None]:
-        spec, types, epoch = self.spec, self.cls.types, self.inp.epoch
+        kind, types, epoch = self.kind, self.cls.types, self.inp.epoch
         merged = self._merged()
-        if spec.emit == "on_close":
-            return result_rows(spec, merged.where(f"_fate = {CLOSING}"), types, epoch), None
-        deletes = self._deletes(merged) if isinstance(self.kind, Session) else None
+        if self.spec.emit == "on_close":
+            return result_rows(kind, merged.where(f"_fate = {CLOSING}"), types, epoch), None
+        deletes = self._deletes(merged) if kind.deletes_replaced else None
         touched = merged.where("_new")
-        return result_rows(spec, touched, types, epoch, deletes), None
+        return result_rows(kind, touched, types, epoch, deletes), None
 
     def _deletes(self, merged: DataFrame) -> DataFrame | None:
-        """on_update sessions: the sessions emitted before that this epoch's merges replaced."""
+        """on_update windows that merge across epochs (sessions): the windows emitted before
+        that this epoch's merges replaced."""
         state = self._live_state()
         if state is None:
             return None

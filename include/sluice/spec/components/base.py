@@ -255,7 +255,8 @@ class SinkConfig(ComponentConfig):
 
 
 class WindowConfig(ComponentConfig):
-    """One window kind; ``build`` returns its logic (:mod:`sluice.windows.kinds`)."""
+    """One window kind: plain data (the runtime maps each config class to its strategy in
+    :mod:`sluice.windows.kinds`)."""
 
     type: str
     # the fields that make up the state shape (checkpoints store and compare it)
@@ -266,20 +267,9 @@ class WindowConfig(ComponentConfig):
 
     @property
     def counted(self) -> bool:
-        """Windows of a number of records (``window_index`` identifies one), not of time."""
-        return False
-
-    @property
-    def time_based(self) -> bool:
-        return not self.counted
-
-    @property
-    def capped(self) -> bool:
-        """A session window with ``max_duration``."""
+        """Windows of a number of records (``window_index`` identifies one), not of time
+        (the result columns an upsert sink's keys name: sluice.spec.rules)."""
         return False
 
     def describe(self) -> str:
-        raise NotImplementedError
-
-    def build(self, spec: PipelineSpec) -> Any:
         raise NotImplementedError

@@ -1,19 +1,17 @@
 """The window kinds: ``tumbling(size)``, ``hopping(size, slide)``, ``session(gap)`` and
-``count(count, slide)``, each a frozen config whose ``build`` returns its logic
-(:mod:`sluice.windows.kinds`). Times are microseconds so window arithmetic is exact."""
+``count(count, slide)``, each a frozen config: plain data. The runtime maps each config class
+to its strategy (:mod:`sluice.windows.kinds`); nothing here imports it. Times are
+microseconds so window arithmetic is exact."""
 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from sluice.spec.components.base import PositiveDuration, PositiveInt, WindowConfig
 from sluice.spec.durations import format_duration
-
-if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
 
 __all__ = ["CountWindow", "HoppingWindow", "SessionWindow", "TumblingWindow"]
 
@@ -36,11 +34,6 @@ class _Window(WindowConfig):
             return f"does not apply to {kind} windows", f"{kind} windows take {takes}"
         close = difflib.get_close_matches(key, [*_SETTINGS, "type"], n=1)
         return "unknown field", f"did you mean '{close[0]}'?" if close else f"allowed: {takes}"
-
-    def build(self, spec: PipelineSpec) -> Any:
-        from sluice.windows.kinds import Sliding
-
-        return Sliding(spec)
 
 
 class TumblingWindow(_Window):
@@ -87,16 +80,12 @@ class SessionWindow(_Window):
 
     @property
     def capped(self) -> bool:
+        """Cut at ``max_duration`` check points."""
         return self.max_duration_us > 0
 
     def describe(self) -> str:
         cap = f", at most {format_duration(self.max_duration_us)}" if self.capped else ""
         return f"session gap {format_duration(self.gap_us)}{cap}"
-
-    def build(self, spec: PipelineSpec) -> Any:
-        from sluice.windows.kinds import Session
-
-        return Session(spec)
 
 
 class CountWindow(_Window):
@@ -125,8 +114,3 @@ class CountWindow(_Window):
 
     def describe(self) -> str:
         return f"count {self.count} every {self.count_slide}"
-
-    def build(self, spec: PipelineSpec) -> Any:
-        from sluice.windows.kinds import Counted
-
-        return Counted(spec)

@@ -1,0 +1,83 @@
+"""Tumbling (``slide == size``) and hopping windows: ``[s, s + size)`` with ``s mod slide = 0``
+and ``s <= t < s + size``; a record is late once every window it belongs to closed
+(``last end + lateness <= W``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sluice.contracts.operators import ACCEPTED
+from sluice.operators.base import quoted
+from sluice.operators.sqltext import Sql, call, col, when
+from sluice.spec.components.windows import HoppingWindow, TumblingWindow
+from sluice.windows.aggregates import partial_columns
+from sluice.windows.strategy import TS, WM, N, Pipeline, WindowKind, fmod
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["Sliding"]
+
+
+class Sliding(WindowKind[TumblingWindow | HoppingWindow]):
+    """Tumbling (``slide == size``) and hopping windows."""
+
+    name = "sliding"
+
+    def __init__(self, window: TumblingWindow | HoppingWindow, pipeline: Pipeline) -> None:
+        super().__init__(window, pipeline)
+        self.size = window.size_us
+        self.slide = window.slide_us or self.size
+
+    def last_start(self, ts: N) -> N:
+        return ts - fmod(ts, self.slide)
+
+    def first_start(self, ts: N) -> N:
+        base = ts - self.size
+        return base - fmod(base, self.slide) + self.slide
+
+    def first_close(self, ts: N) -> N:
+        return self.first_start(ts) + self.size + self.lateness_us
+
+    def last_close(self, ts: N) -> N:
+        return self.last_start(ts) + self.size + self.lateness_us
+
+    @property
+    def tumbling(self) -> bool:
+        return self.slide == self.size
+
+    def _last_missed_start(self, wm: Sql) -> Sql:
+        """The latest start whose window closed at ``wm`` (any multiple of slide)."""
+        t = wm - (self.size + self.lateness_us)
+        return t - fmod(t, self.slide)
+
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        if self.tumbling:
+            return super().missed(ts, wm)
+        first, last = self.first_start(ts), self.last_start(ts)
+        upper = call("least", last, self._last_missed_start(wm))
+        count = Sql(f"CAST(floor({upper - first} / {self.slide}) AS INT) + 1")
+        return when((wm.not_null() & (upper >= first), count), otherwise=0)
+
+    def _starts(self, classified: DataFrame, missed: bool) -> DataFrame:
+        """Each record with ``_ws`` for every window it missed (``missed``) or entered."""
+        if self.tumbling:
+            frame = classified.selectExpr("*", self.last_start(TS).alias("_ws"))
+        else:
+            starts = call("sequence", self.first_start(TS), self.last_start(TS), self.slide)
+            frame = classified.selectExpr("*", f"explode({starts}) AS _ws")
+        closed = WM.not_null() & (col("_ws") + (self.size + self.lateness_us) <= WM)
+        return frame.where(str(closed if missed else ~closed))
+
+    def epoch_partials(self, classified: DataFrame, types: dict[str, str]) -> DataFrame:
+        accepted = classified.where(f"_class = {ACCEPTED}")
+        windows = self._starts(accepted, missed=False)
+        partials = windows.groupBy(*[quoted(k) for k in self.keys], "_ws").agg(
+            *partial_columns(self.aggregates, types)
+        )
+        return partials.selectExpr("*", f"_ws + {self.size} AS _we")
+
+    def missed_windows(self, classified: DataFrame) -> DataFrame:
+        exposed = classified.where("_class <= 1 AND _wm IS NOT NULL")
+        rows = self._starts(exposed, missed=True)
+        return rows.selectExpr("*", f"_ws + {self.size} AS _we")
