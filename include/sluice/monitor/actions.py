@@ -24,12 +24,12 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.monitor.view import PipelineView
 from sluice.protocol.exceptions import InvalidRunRequest
 from sluice.protocol.request import RunRequest, epoch_ranges
 from sluice.words import noun
 
 if TYPE_CHECKING:
-    from sluice.monitor import PipelineView
     from sluice.protocol import Runtime
     from sluice.protocol.model import Savepoint
 
