@@ -46,13 +46,14 @@ from sluice.monitor.actions import (
     restore_conf,
 )
 from sluice.monitor.catalog import PipelineCatalog, SpecEntry
+from sluice.monitor.inputs import html_inputs
 from sluice.monitor.pages import HISTORY_ROWS, render_error, render_overview
 from sluice.monitor.pages import render_pipeline as _render_pipeline
 from sluice.monitor.pages import render_template as _render_template
 from sluice.monitor.text import public_text, server_places
 from sluice.monitor.view import HistoryCache, PipelineView, RequestedRun, pipeline_view
 from sluice.protocol.exceptions import SavepointError
-from sluice.protocol.request import InvalidRunRequest, RunRequest
+from sluice.protocol.request import InvalidRunRequest
 from sluice.protocol.retention import delete_savepoint
 from sluice.words import count
 
@@ -183,7 +184,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
         context.setdefault("value", "")
         body = _render_template(
             "action.html.j2", heading=heading, pipeline=page.name, dag=dag, error=error,
-            actions=action_forms(page), inputs=RunRequest.html_inputs(), **context,
+            actions=action_forms(page), inputs=html_inputs(), **context,
         )  # fmt: skip
         return HTMLResponse(body, status_code=status)
 

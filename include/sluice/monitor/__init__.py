@@ -4,6 +4,7 @@ only those listed before it.
 * :mod:`~sluice.monitor.text`: messages without the server's paths;
 * :mod:`~sluice.monitor.charts`: the charts' geometry (data; the markup is the templates');
 * :mod:`~sluice.monitor.catalog`: the pipelines of a folder, each spec loaded once per version;
+* :mod:`~sluice.monitor.inputs`: the form inputs, from the run request's declaration;
 * :mod:`~sluice.monitor.view`: what a pipeline's page shows, read from its checkpoint store
   (:class:`PipelineView`), and its health;
 * :mod:`~sluice.monitor.actions`: what the action forms offer, check and confirm;

@@ -23,8 +23,8 @@ from markupsafe import Markup
 from sluice.monitor.actions import action_forms
 from sluice.monitor.charts import age as _age
 from sluice.monitor.charts import charts, short
+from sluice.monitor.inputs import html_inputs
 from sluice.monitor.view import BEHIND_INTERVALS, PipelineView
-from sluice.protocol.request import RunRequest
 from sluice.words import noun
 
 __all__ = [
@@ -85,7 +85,7 @@ def render_pipeline(
         restorable=[r["epoch"] for r in reversed(view.committed) if r.get("rewound_by") is None],
         history=newest_first[:history_limit] if history_limit else newest_first,
         history_head=HISTORY_COLUMNS,
-        inputs=RunRequest.html_inputs(),  # labels, help and patterns: the run request's own
+        inputs=html_inputs(),  # labels, help and patterns: the run request's own
         refresh_s=REFRESH_S if view.in_flight else None,
         refused_at=_refused_at(view.refusal),
         actions=action_forms(view),  # what the action forms offer (sluice.monitor.actions)
