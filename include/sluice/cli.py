@@ -6,15 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, get_args
 
 from rich.console import Console
 from rich.markup import escape
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["main"]
+__all__ = ["add_request_options", "main", "request_conf"]
 
 # Tables stay readable when piped (make run, CI logs): no 80-column squeeze off a terminal.
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -34,8 +34,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from sluice.protocol.request import RunRequest
-
     parser = argparse.ArgumentParser(prog="sluice", description=__doc__)
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
     cmd = sub.add_parser("validate", help="check a pipeline spec and print what it means")
@@ -46,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     cmd.add_argument("--max-epochs", type=int, default=None)
     cmd.add_argument("--max-files", type=int, default=None, help="cap on files per epoch")
     cmd.add_argument("--quiet", action="store_true", help="no progress display")
-    RunRequest.add_arguments(cmd)  # --restore-from, --epoch, ...: the trigger form's fields
+    add_request_options(cmd)  # --restore-from, --epoch, ...: the trigger form's fields
     cmd.set_defaults(func=_run)
     for step in ("plan", "process", "commit"):
         cmd = sub.add_parser(step, help=f"run only the {step} step of the next epoch")
@@ -128,6 +126,42 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    """``sluice run``'s options for the run-request fields it offers (those with a ``cli``
+    name in :class:`~sluice.protocol.request.RunRequest`, the one declaration)."""
+    from sluice.protocol.request import RunRequest
+
+    for name, field in RunRequest.fields().items():
+        if field.cli is None:
+            continue
+        if RunRequest.model_fields[name].annotation is bool:
+            parser.add_argument(field.cli, dest=name, action="store_true", help=field.cli_help)
+            continue
+        choices = _choices(RunRequest.model_fields[name].annotation)
+        kind: Callable[[str], Any] = int if name == "epoch" else str
+        parser.add_argument(field.cli, dest=name, type=kind, choices=choices,
+                            default=None, help=field.cli_help)  # fmt: skip
+
+
+def request_conf(pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The conf ``sluice run``'s options make (``--offsets`` is parsed as JSON)."""
+    from sluice.protocol.exceptions import InvalidRunRequest
+    from sluice.protocol.request import RunRequest
+
+    conf = {name: getattr(args, name, None) for name, f in RunRequest.fields().items() if f.cli}
+    if isinstance(text := conf.get("offsets"), str):
+        try:
+            conf["offsets"] = json.loads(text)
+        except ValueError as exc:
+            raise InvalidRunRequest(pipeline, [f"--offsets: not JSON ({exc})"]) from exc
+    return conf
+
+
+def _choices(annotation: Any) -> tuple[str, ...] | None:
+    args = get_args(annotation)
+    return args if args and all(isinstance(a, str) for a in args) else None
+
+
 def _runtime(spec_path: str) -> Any:
     from sluice.pipeline import open_pipeline
 
@@ -145,7 +179,7 @@ def _plan_request(rt: Any, args: argparse.Namespace) -> None:
     the first epoch with it (the run then goes on from there)."""
     from sluice.protocol import RunRequest
 
-    request = RunRequest.from_conf(rt.name, RunRequest.conf_from_args(rt.name, args))
+    request = RunRequest.from_conf(rt.name, request_conf(rt.name, args))
     if not request.asks_anything:
         return
     options = request.resolve(rt)

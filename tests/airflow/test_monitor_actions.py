@@ -1,4 +1,4 @@
-"""The monitor's actions in-process (sluice.airflow.monitor + sluice.monitor_actions; no
+"""The monitor's actions in-process (sluice.airflow.monitor + sluice.monitor.actions; no
 server, no browser, no Spark): every request is checked as the DAG's ``plan`` task checks it
 before anything is triggered, a restore says what it retracts and triggers only with the
 token of exactly that, and a savepoint delete asks first.
@@ -32,7 +32,7 @@ from sluice.contracts.records import (
     RetiredMark,
     SinksCommitted,
 )
-from sluice.monitor_actions import preview_restore
+from sluice.monitor.actions import preview_restore
 from sluice.protocol import Runtime
 from sluice.protocol.request import InvalidRunRequest, PlanOptions, RunRequest
 from sluice.protocol.retention import take_savepoint
@@ -657,7 +657,7 @@ def test_a_triggered_run_stops_being_awaited_once_refused_or_overdue(
 def test_one_of_anything_is_singular_on_the_pages(
     monitor: Callable[..., TestClient], tmp_path: Path, folder: Path
 ) -> None:
-    from sluice.monitor_charts import charts
+    from sluice.monitor.charts import charts
     from sluice.words import count
 
     rt = files_pipeline(tmp_path, folder, 5)

@@ -223,14 +223,14 @@ def test_the_forms_are_the_run_requests_and_refuse_what_it_refuses_before_trigge
     request model; a value the model refuses is refused by the monitor with the model's
     message, and nothing is triggered (no Airflow API server runs here: a trigger attempt
     would say so, not this message; tests/airflow/test_monitor_actions.py has the rest)."""
-    from sluice.protocol.request import RunRequest
+    from sluice.monitor.inputs import html_inputs
 
     folder = tmp_path / "pipelines"
     folder.mkdir()
     _files_pipeline(tmp_path, folder, "acts")
     client = monitor(folder)
     page = client.get("/pipelines/sluice__acts").text
-    inputs = RunRequest.html_inputs()
+    inputs = html_inputs()
     pattern = inputs["take_savepoint"]["pattern"]
     assert f'pattern="{pattern}"' in page
     assert re.fullmatch(pattern, "v2.0-rc_1") and not re.fullmatch(pattern, "../x")

@@ -92,7 +92,8 @@ class Outputs:
 
     def read(self) -> dict[str, Counter[tuple[Any, ...]]]:
         from sluice.sinks.delta import read_table as delta_rows
-        from sluice.sinks.postgres import read_table as pg_rows
+
+        from tests.fixtures.postgres_tables import read_table as pg_rows
 
         changelog = read_rows(self.ws.store("out"), "parquet")
         return {
@@ -111,7 +112,8 @@ class Outputs:
     def leftovers(self) -> dict[str, int]:
         """Staged data of every sink that no commit has published (yet)."""
         from sluice.sinks.delta import STAGING as DELTA_STAGING
-        from sluice.sinks.postgres import staging_tables
+
+        from tests.fixtures.postgres_tables import staging_tables
 
         return {
             "files": len(self.ws.store("out").list(STAGING)),
@@ -258,7 +260,8 @@ def test_two_attempts_racing_publish_once(
     then commit at the same moment: one wins, every sink shows its rows exactly once, and the
     loser's staged data is gone from every sink."""
     from sluice.sinks.delta import read_table as delta_rows
-    from sluice.sinks.postgres import read_table as pg_rows
+
+    from tests.fixtures.postgres_tables import read_table as pg_rows
 
     tag = f"race_{uuid.uuid4().hex[:6]}"
     ws = s3_root()
@@ -306,7 +309,8 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     re-commits Delta idempotently: each sink ends equal to the independent reference, every
     window, late record and dead letter once, nothing left staged."""
     from sluice.sinks.delta import read_table as delta_rows
-    from sluice.sinks.postgres import read_table as pg_rows
+
+    from tests.fixtures.postgres_tables import read_table as pg_rows
 
     tag = f"crash_{uuid.uuid4().hex[:6]}"
     ws = local_workspace

@@ -10,6 +10,8 @@ import argparse
 from typing import Any
 
 import pytest
+from sluice.airflow.params import airflow_params
+from sluice.cli import add_request_options, request_conf
 from sluice.protocol.request import InvalidRunRequest, RunRequest
 
 RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
@@ -94,7 +96,7 @@ def test_empty_values_and_airflows_own_keys_are_not_given() -> None:
 
 
 def test_the_trigger_form_is_derived_from_the_model() -> None:
-    params = RunRequest.airflow_params()
+    params = airflow_params()
     assert list(params) == list(RunRequest.model_fields)
     assert params["restore_from"]["default"] == "latest"
     assert params["restore_from"]["enum"] == ["latest", "checkpoint", "savepoint", "offsets"]
@@ -119,21 +121,17 @@ def test_airflow_refuses_what_the_model_refuses_in_the_form() -> None:
     from airflow.sdk.definitions.param import ParamsDict
     from airflow.sdk.exceptions import ParamValidationError
 
-    params = ParamsDict(
-        {n: Param(f.pop("default"), **f) for n, f in RunRequest.airflow_params().items()}
-    )
+    params = ParamsDict({n: Param(f.pop("default"), **f) for n, f in airflow_params().items()})
     params.validate()  # the defaults are a valid scheduled run
     for name, value in (("epoch", 0), ("restore_from", "bogus"), ("max_records", "x")):
-        bad = ParamsDict(
-            {n: Param(f.pop("default"), **f) for n, f in RunRequest.airflow_params().items()}
-        )
+        bad = ParamsDict({n: Param(f.pop("default"), **f) for n, f in airflow_params().items()})
         with pytest.raises(ParamValidationError, match=f"param {name}"):
             bad[name] = value  # Airflow checks a value as it is set
 
 
 def test_sluice_runs_options_are_derived_from_the_model() -> None:
     parser = argparse.ArgumentParser()
-    RunRequest.add_arguments(parser)
+    add_request_options(parser)
     flags = {a.dest: a.option_strings for a in parser._actions if a.dest != "help"}
     assert flags == {
         "restore_from": ["--restore-from"],
@@ -144,13 +142,13 @@ def test_sluice_runs_options_are_derived_from_the_model() -> None:
         "on_missing_offsets": ["--on-missing-offsets"],
     }
     args = parser.parse_args(["--restore-from", "offsets", "--offsets", '{"after_key": "b"}'])
-    request = RunRequest.from_conf("clicks", RunRequest.conf_from_args("clicks", args))
+    request = RunRequest.from_conf("clicks", request_conf("clicks", args))
     assert (request.restore_from, request.offsets) == ("offsets", {"after_key": "b"})
     with pytest.raises(SystemExit):  # argparse refuses a choice the model does not have
         parser.parse_args(["--restore-from", "yesterday"])
     args = parser.parse_args(["--restore-from", "offsets", "--offsets", "{nope"])
     with pytest.raises(InvalidRunRequest, match="--offsets: not JSON"):
-        RunRequest.conf_from_args("clicks", args)
+        request_conf("clicks", args)
 
 
 def test_spec_run_request_and_serve_report_the_same_problem_type() -> None:

@@ -64,7 +64,9 @@ def contract_db(postgres_server: Any) -> str:
 
 
 def _postgres(url: str, mode: str) -> Harness:
-    from sluice.sinks.postgres import PostgresSink, read_table, staging_tables
+    from sluice.sinks.postgres import PostgresSink
+
+    from tests.fixtures.postgres_tables import read_table, staging_tables
 
     pipeline, table = f"contract_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:8]}"
     spec = PostgresSinkConfig(name="out", mode=mode, table=table, connection="c",  # type: ignore[arg-type]

@@ -25,12 +25,12 @@ from sluice.sinks.postgres import (
     PostgresSinkError,
     PostgresUrl,
     StagingTableMissing,
-    read_table,
     staging_name,
-    staging_tables,
 )
 from sluice.spec import PostgresSinkConfig
 from sluice.testing.sink_contract import KEYS, changelog
+
+from tests.fixtures.postgres_tables import read_table, staging_tables
 
 # Trust authentication ignores it, so it can travel the whole path and be looked for.
 PASSWORD = "pg-S3cret/p@ss"

@@ -41,10 +41,10 @@ from sluice.airflow.exceptions import PipelineClash
 from sluice.airflow.hooks import DEFAULT_SERVE_CONN
 from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
+from sluice.airflow.params import airflow_params
 from sluice.airflow.tasks import PLAN_RETRY_POLICY, asset_extra, commit_task, plan_task
 from sluice.airflow.triggers import NewInputTrigger
 from sluice.exceptions import SluiceError
-from sluice.protocol.request import RunRequest
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
 from sluice.spec.model import EXECUTION_MODES
 
@@ -120,10 +120,7 @@ def trigger_params() -> dict[str, Param]:
     """The trigger form, derived from :class:`~sluice.protocol.request.RunRequest` (the one
     declaration of the run-request fields). Defaults make a scheduled run: continue from the
     latest checkpoint."""
-    return {
-        name: Param(form.pop("default"), **form)
-        for name, form in RunRequest.airflow_params().items()
-    }
+    return {name: Param(form.pop("default"), **form) for name, form in airflow_params().items()}
 
 
 def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:

@@ -13,7 +13,7 @@ own machinery:
 * actions are form POSTs from the same origin. A cross-site POST is refused with 403: the
   Origin, or else the Referer, must be this server;
 * an action is checked first as the DAG's ``plan`` task would check it, writing nothing
-  (sluice.monitor_actions); a refusal comes back as the action's form with the reason, and no
+  (sluice.monitor.actions); a refusal comes back as the action's form with the reason, and no
   run is created. A restore then shows what it retracts and is triggered only by a second POST
   carrying a token of exactly that; a savepoint delete is confirmed the same way;
 * an action triggers the pipeline's DAG through Airflow's REST API with the user's own token.
@@ -38,28 +38,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from sluice.monitor import (
-    HISTORY_ROWS,
-    HistoryCache,
-    PipelineView,
-    RequestedRun,
-    pipeline_view,
-    render_error,
-    render_overview,
-)
-from sluice.monitor import _render as _render_template
-from sluice.monitor import render_pipeline as _render_pipeline
-from sluice.monitor_actions import (
+from sluice.monitor.actions import (
     action_forms,
     check_savepoint,
     preview_delete,
     preview_restore,
     restore_conf,
 )
-from sluice.monitor_catalog import PipelineCatalog, SpecEntry
-from sluice.monitor_text import public_text, server_places
+from sluice.monitor.catalog import PipelineCatalog, SpecEntry
+from sluice.monitor.inputs import html_inputs
+from sluice.monitor.pages import HISTORY_ROWS, render_error, render_overview
+from sluice.monitor.pages import render_pipeline as _render_pipeline
+from sluice.monitor.pages import render_template as _render_template
+from sluice.monitor.text import public_text, server_places
+from sluice.monitor.view import HistoryCache, PipelineView, RequestedRun, pipeline_view
 from sluice.protocol.exceptions import SavepointError
-from sluice.protocol.request import InvalidRunRequest, RunRequest
+from sluice.protocol.request import InvalidRunRequest
 from sluice.protocol.retention import delete_savepoint
 from sluice.words import count
 
@@ -75,8 +69,8 @@ def create_app(pipelines_dir: str | Path) -> Any:
     """The FastAPI app of the monitor over the specs in ``pipelines_dir`` (one DAG each).
 
     Specs and runtimes are cached by spec file version (``app.state.catalog``, a
-    :class:`~sluice.monitor_catalog.PipelineCatalog`); finished epochs' rows in a
-    :class:`~sluice.monitor.HistoryCache`."""
+    :class:`~sluice.monitor.catalog.PipelineCatalog`); finished epochs' rows in a
+    :class:`~sluice.monitor.view.HistoryCache`."""
     app = FastAPI(title="Sluice checkpoint monitor", docs_url=None, redoc_url=None)
     folder = Path(pipelines_dir)
     cache = HistoryCache()
@@ -172,7 +166,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
             "load_seconds": page.load_seconds,
         }  # fmt: skip
 
-    # -- actions (sluice.monitor_actions): checked dry, confirmed, then triggered ----------
+    # -- actions (sluice.monitor.actions): checked dry, confirmed, then triggered ----------
 
     def guard(request: Request, dag: str, user: Any) -> Any:
         """The runtime of ``dag`` for an action: same-origin POST by a user who may trigger."""
@@ -190,7 +184,7 @@ def create_app(pipelines_dir: str | Path) -> Any:
         context.setdefault("value", "")
         body = _render_template(
             "action.html.j2", heading=heading, pipeline=page.name, dag=dag, error=error,
-            actions=action_forms(page), inputs=RunRequest.html_inputs(), **context,
+            actions=action_forms(page), inputs=html_inputs(), **context,
         )  # fmt: skip
         return HTMLResponse(body, status_code=status)
 

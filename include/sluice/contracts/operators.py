@@ -5,7 +5,8 @@ share; windows, keyed functions and the stateless operator implement :class:`Ope
 The process step (:mod:`sluice.protocol.process`) gives an operator an :class:`EpochInput` and
 gets back an :class:`EpochOutput`; the order it then drives it in is the contract:
 
-1. ``state_update()`` — the rows of ``S_{k+1}`` to write (a delta or a full base);
+1. ``state_update()`` — the rows of ``S_{k+1}`` to write (a delta or a full base), then
+   ``state_written(part)`` once they are written;
 2. ``results`` — written to every result sink (``emitted`` rows; None: the write counts them);
 3. ``finish(emitted, state_rows)`` — the epoch's facts (counts, watermark, open windows),
    some of which Spark only knows once the writes above ran (they come from the writes, not
@@ -168,6 +169,11 @@ class EpochOutput(Protocol):
         ...
 
     def state_update(self) -> StateUpdate | None: ...
+
+    def state_written(self, part: StatePart) -> None:
+        """The state update was written as ``part`` (an operator may keep facts about it in
+        memory: the window operator indexes a delta's windows)."""
+        ...
 
     def finish(self, emitted: int | None, state_rows: int | None) -> EpochFacts:
         """``emitted``: rows the result sinks wrote; ``state_rows``: rows the state update

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec, ProcessSpec
 
 __all__ = [
@@ -164,6 +165,9 @@ class KeyedEpoch:
     def horizon(self) -> int | None:
         """Keys hold no windows: no emitted-window bound."""
         return None
+
+    def state_written(self, part: StatePart) -> None:
+        """Nothing kept about the parts."""
 
     @classmethod
     def start(cls, inp: EpochInput, classified: Classification) -> KeyedEpoch:

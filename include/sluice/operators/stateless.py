@@ -21,6 +21,7 @@ from sluice.operators.records import Classification, classify, dead_rows
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
 
 __all__ = ["StatelessOperator", "no_late_rows"]
@@ -58,6 +59,9 @@ class StatelessEpoch:
     def horizon(self) -> int | None:
         """No state, no bound."""
         return None
+
+    def state_written(self, part: StatePart) -> None:
+        """No state."""
 
     @property
     def results(self) -> DataFrame:

@@ -443,6 +443,7 @@ def _write_state(
     part = compute.write_state(rt.repo.store, update, epoch, attempt)
     if update.kind == "base" and epoch > 1:
         rt.faults.hit("state.after_compaction", epoch)
+    out.state_written(part)
     return part
 
 

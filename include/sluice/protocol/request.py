@@ -4,7 +4,7 @@ A request is checked in two stages, both before anything is written:
 
 1. :meth:`RunRequest.from_conf` — shape only (types, allowed values, which fields go together);
 2. :meth:`RunRequest.resolve` — against the checkpoint store (does that checkpoint exist, do
-   those offsets decode, would they re-read committed input).
+   those offsets decode, would they re-read committed input): :mod:`sluice.protocol.resolve`.
 
 Every problem is collected and reported at once in an :class:`InvalidRunRequest` that names
 the pipeline and the field. ``restore_from`` is ``latest`` (the default: continue), ``checkpoint``
@@ -19,24 +19,27 @@ epochs read (``on_missing_offsets: earliest`` replays what is left and records t
 ``take_savepoint`` names a savepoint to take of the checkpoint this run commits (or of the
 latest one, when there is no new input). ``expect_latest`` refuses the request unless the
 latest committed epoch is still the one given (the monitor's rewind confirmation sends it).
+
+This module is the one declaration of the fields; each surface derives its form from it where
+it is used: Airflow's trigger form (:mod:`sluice.airflow.params`), ``sluice run``'s options
+(:mod:`sluice.cli`) and the monitor's form inputs (:mod:`sluice.monitor.inputs`).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sluice.contracts.layout import SAVEPOINT_NAME
-from sluice.contracts.records import Plan, Restore
-from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import InvalidRunRequest
-from sluice.protocol.runtime import Runtime
+from sluice.protocol.resolve import PlanOptions, resolve_request
+
+if TYPE_CHECKING:
+    from sluice.protocol.runtime import Runtime
 
 __all__ = [
     "MISSING_CHOICES",
@@ -45,7 +48,6 @@ __all__ = [
     "PlanOptions",
     "RequestField",
     "RunRequest",
-    "epoch_ranges",
 ]
 
 RestoreFrom = Literal["latest", "checkpoint", "savepoint", "offsets"]
@@ -53,33 +55,6 @@ OnMissing = Literal["fail", "earliest"]
 RESTORE_CHOICES: tuple[str, ...] = get_args(RestoreFrom)
 MISSING_CHOICES: tuple[str, ...] = get_args(OnMissing)
 _NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """Keyword arguments for :func:`sluice.protocol.plan_epoch` derived from a request."""
-
-    max_records: int | None = None
-    start: Offset | None = None
-    restored_from: Restore | None = None
-    allow_state_drop: bool = False
-    rewind_to: int | None = None  # the next epoch starts from this older checkpoint
-    on_missing_offsets: str = "fail"  # earliest: plan past input the source no longer has
-
-    def plan(self, rt: Runtime, *, max_units: int | None = None) -> Plan | None:
-        """:func:`sluice.protocol.plan_epoch` with these options."""
-        from sluice.protocol.plan import plan_epoch
-
-        return plan_epoch(
-            rt,
-            max_units=max_units,
-            max_records=self.max_records,
-            start=self.start,
-            restored_from=self.restored_from,
-            allow_state_drop=self.allow_state_drop,
-            rewind_to=self.rewind_to,
-            on_missing_offsets=self.on_missing_offsets,
-        )
 
 
 @dataclass(frozen=True)
@@ -109,8 +84,9 @@ _SAVEPOINT = "{value} is not a savepoint name (" + _NAME_RULE + ")"
 
 class RunRequest(BaseModel):
     """What one trigger asks of the next epoch: the one declaration of the run-request
-    fields. The Airflow trigger form (:meth:`airflow_params`), ``sluice run``'s options
-    (:meth:`add_arguments`) and the monitor's forms are derived from it."""
+    fields. The Airflow trigger form (:func:`sluice.airflow.params.airflow_params`), ``sluice
+    run``'s options (:func:`sluice.cli.add_request_options`) and the monitor's form inputs
+    (:func:`sluice.monitor.inputs.html_inputs`) are derived from it."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True, regex_engine="python-re")
 
@@ -222,76 +198,6 @@ class RunRequest(BaseModel):
             raise InvalidRunRequest(pipeline, problems)
         return request
 
-    # -- what is derived from the fields -------------------------------------------------
-
-    @classmethod
-    def airflow_params(cls) -> dict[str, dict[str, Any]]:
-        """The trigger form: for each field, the keyword arguments of an Airflow ``Param``
-        (JSON-schema ``type``, ``enum``, ``minimum``, ``title``, ``description``). Defaults
-        make a scheduled run: continue from the latest checkpoint."""
-        params: dict[str, dict[str, Any]] = {}
-        properties = cls.model_json_schema()["properties"]
-        for name, info in cls.model_fields.items():
-            schema = properties[name]
-            options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
-            kind = options[0].get("type", "string")
-            form: dict[str, Any] = {
-                "default": info.default,
-                "type": ["null", kind] if info.default is None else kind,
-                "title": info.title,
-                "description": info.description,
-            }
-            if "enum" in options[0]:
-                form["enum"] = list(options[0]["enum"])
-            if "minimum" in options[0]:
-                form["minimum"] = options[0]["minimum"]
-            params[name] = form
-        return params
-
-    @classmethod
-    def html_inputs(cls) -> dict[str, dict[str, str]]:
-        """The monitor's form inputs: each field's label, help text, and what a browser checks
-        before sending: ``pattern`` (names; the model's own, unanchored: HTML anchors it) and
-        ``min`` (whole numbers)."""
-        inputs: dict[str, dict[str, str]] = {}
-        for name, info in cls.model_fields.items():
-            form = {"label": str(info.title), "help": str(info.description)}
-            low = next((m.ge for m in info.metadata if hasattr(m, "ge")), None)
-            if low is not None:
-                form["min"] = str(low)
-            pattern = next((m.pattern for m in info.metadata if hasattr(m, "pattern")), None)
-            if isinstance(pattern, str):
-                form["pattern"] = (
-                    pattern.removeprefix("^").removesuffix("\\Z").replace("-]", "\\-]")
-                )
-            inputs[name] = form
-        return inputs
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """``sluice run``'s options for the fields it offers."""
-        for name, field in cls.fields().items():
-            if field.cli is None:
-                continue
-            if cls.model_fields[name].annotation is bool:
-                parser.add_argument(field.cli, dest=name, action="store_true", help=field.cli_help)
-                continue
-            choices = _choices(cls.model_fields[name].annotation)
-            kind: Callable[[str], Any] = int if name == "epoch" else str
-            parser.add_argument(field.cli, dest=name, type=kind, choices=choices,
-                                default=None, help=field.cli_help)  # fmt: skip
-
-    @classmethod
-    def conf_from_args(cls, pipeline: str, args: argparse.Namespace) -> dict[str, Any]:
-        """The conf ``sluice run``'s options make (``--offsets`` is parsed as JSON)."""
-        conf = {name: getattr(args, name, None) for name, f in cls.fields().items() if f.cli}
-        if isinstance(text := conf.get("offsets"), str):
-            try:
-                conf["offsets"] = json.loads(text)
-            except ValueError as exc:
-                raise InvalidRunRequest(pipeline, [f"--offsets: not JSON ({exc})"]) from exc
-        return conf
-
     @property
     def asks_anything(self) -> bool:
         """Anything but a plain "continue from the latest checkpoint" (``allow_state_drop``
@@ -300,210 +206,13 @@ class RunRequest(BaseModel):
 
     def resolve(self, rt: Runtime) -> PlanOptions:
         """Check the request against the checkpoint store (read-only) and turn it into plan
-        options. Raises :class:`InvalidRunRequest`."""
-        options = self._resolve(rt)
-        return dataclasses.replace(options, on_missing_offsets=self.on_missing_offsets)
-
-    def _resolve(self, rt: Runtime) -> PlanOptions:
-        if self.expect_latest is not None and rt.repo.latest_epoch() != self.expect_latest:
-            raise InvalidRunRequest(
-                rt.name,
-                [
-                    f"expect_latest: the latest committed epoch is now {rt.repo.latest_epoch()}, "
-                    f"not {self.expect_latest}: epochs committed (or were retired) after this "
-                    "request was made, so it would not do what was confirmed; look again and "
-                    "confirm anew"
-                ],
-            )
-        if self.take_savepoint is not None and rt.repo.savepoint(self.take_savepoint):
-            taken = rt.repo.savepoint(self.take_savepoint)
-            raise InvalidRunRequest(
-                rt.name,
-                [
-                    f"take_savepoint: {self.take_savepoint!r} already exists (epoch "
-                    f"{taken.epoch if taken else '?'}); choose another name or delete it first "
-                    "(the monitor's delete button, or sluice savepoint SPEC NAME --delete)"
-                ],
-            )
-        if self.restore_from == "checkpoint":
-            assert self.epoch is not None
-            return self._restore(rt, self.epoch, f"checkpoint {self.epoch}")
-        if self.restore_from == "savepoint":
-            return self._restore_savepoint(rt)
-        if self.restore_from == "offsets":
-            start, restored = self._start_at_offsets(rt)
-            return PlanOptions(self.max_records, start, restored, self.allow_state_drop)
-        return PlanOptions(self.max_records, allow_state_drop=self.allow_state_drop)
-
-    def _restore(
-        self,
-        rt: Runtime,
-        epoch: int,
-        what: str,
-        field: str = "epoch",
-        savepoint: str | None = None,
-    ) -> PlanOptions:
-        """Continue from committed ``epoch``: plainly when it is the latest, else a rewind."""
-        latest = self._check_checkpoint(rt, epoch, field)
-        plain = PlanOptions(self.max_records, allow_state_drop=self.allow_state_drop)
-        if epoch == latest:
-            return plain
-        pending = rt.repo.plan(latest + 1)
-        if pending is not None:
-            if pending.retract_after == epoch:  # a retry
-                return PlanOptions(
-                    self.max_records, None, pending.restored_from, self.allow_state_drop, epoch
-                )
-            raise InvalidRunRequest(
-                rt.name,
-                [
-                    f"{field}: epoch {latest + 1} is already planned and not committed; let it "
-                    "commit (trigger with restore_from=latest) before rewinding"
-                ],
-            )
-        dead = rt.repo.rewound(since=epoch)
-        if epoch in dead:
-            raise InvalidRunRequest(
-                rt.name,
-                [
-                    f"{field}: the output of epoch {epoch} was retracted by the rewind that "
-                    f"epoch {dead[epoch]} started; it is no longer part of the pipeline's "
-                    "history (rewind to an epoch before it, or after it)"
-                ],
-            )
-        live = [e for e in rt.repo.committed_epochs() if epoch < e <= latest and e not in dead]
-        problems = [
-            f"{field}: restoring {what} retracts the output of epochs {epoch_ranges(live)}, but "
-            f"{problem}"
-            for role in rt.sinks
-            if (problem := role.sink.retraction_problem(epoch)) is not None
-        ]
-        missing = self._missing_input(rt, live)
-        if missing and self.on_missing_offsets == "fail":
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            shown = ", ".join(missing[:5]) + more
-            problems.append(
-                f"on_missing_offsets: the source no longer has input that epochs "
-                f"{epoch_ranges(live)} read ({shown}); replaying without it would change "
-                "the output silently. Put it back, or set on_missing_offsets=earliest to "
-                "replay what is still there (the gap is recorded in the plan)"
-            )
-        if problems:
-            raise InvalidRunRequest(rt.name, problems)
-        restored = Restore(
-            "savepoint" if savepoint else "checkpoint",
-            epoch,
-            retract_after=epoch,
-            rewound=tuple(live),
-            savepoint=savepoint,
-            missing_input=tuple(missing),
-        )
-        return PlanOptions(self.max_records, None, restored, self.allow_state_drop, epoch)
-
-    @staticmethod
-    def _missing_input(rt: Runtime, epochs: list[int]) -> list[str]:
-        missing: list[str] = []
-        for epoch in epochs:
-            plan = rt.repo.plan(epoch)
-            if plan is not None:
-                missing += rt.source.missing_units(rt.source.decode_range(plan.source_range))
-        return missing
-
-    def _check_checkpoint(self, rt: Runtime, epoch: int, field: str = "epoch") -> int:
-        """The latest epoch; raises unless ``epoch`` is a retained committed checkpoint."""
-        latest = rt.repo.latest_epoch()
-        if rt.repo.is_retired(epoch) or rt.repo.checkpoint(epoch) is None:
-            raise InvalidRunRequest(
-                rt.name,
-                [f"{field}: no committed checkpoint {epoch}; " + _restorable(rt)],
-            )
-        return latest
-
-    def _restore_savepoint(self, rt: Runtime) -> PlanOptions:
-        assert self.savepoint is not None
-        found = rt.repo.savepoint(self.savepoint)
-        if found is None:
-            names = ", ".join(s.name for s in rt.repo.savepoints()) or "none"
-            raise InvalidRunRequest(
-                rt.name, [f"savepoint: no savepoint {self.savepoint!r} (savepoints: {names})"]
-            )
-        what = f"savepoint {found.name!r} (epoch {found.epoch})"
-        return self._restore(rt, found.epoch, what, "savepoint", found.name)
-
-    def _start_at_offsets(self, rt: Runtime) -> tuple[Offset, Restore]:
-        assert self.offsets is not None
-        try:
-            start = rt.source.offset_from_user(self.offsets)
-        except (ValueError, TypeError) as exc:
-            raise InvalidRunRequest(rt.name, [f"offsets: {exc}"]) from exc
-        latest = rt.repo.latest_checkpoint()
-        committed = rt.source.decode_offset(latest.end_offset) if latest else None
-        pending = rt.repo.plan((latest.epoch if latest else 0) + 1)
-        problems = []
-        if pending is not None:
-            problems.append(
-                f"offsets: epoch {pending.epoch} is already planned and not committed; let it "
-                "commit (trigger with restore_from=latest) before moving the start"
-            )
-        if committed is not None and rt.source.is_before(start, committed):
-            at = [
-                e
-                for e in rt.repo.committed_epochs()
-                if (c := rt.repo.checkpoint(e)) is not None
-                and not rt.source.is_before(start, rt.source.decode_offset(c.end_offset))
-                and not rt.source.is_before(rt.source.decode_offset(c.end_offset), start)
-            ]
-            hint = (
-                f"restore_from=checkpoint with epoch={at[-1]}, which ends at these offsets"
-                if at
-                else "restore_from=checkpoint with the epoch to go back to"
-            )
-            problems.append(
-                f"offsets: {start.describe()} is behind the committed offsets "
-                f"{committed.describe()}; re-reading committed input on top of the committed "
-                f"state and output would count it twice. To replay it, rewind instead ({hint}): "
-                "that restores the state of that point and retracts the output after it"
-            )
-        if problems:
-            raise InvalidRunRequest(rt.name, problems)
-        skipped = committed.to_dict() if committed is not None else None
-        return start, Restore("offsets", requested=dict(self.offsets), skipped_from=skipped)
-
-
-def _restorable(rt: Runtime) -> str:
-    """Which committed epochs a run can restore: the retained ones, less those a rewind
-    retracted (named apart, so "1..6" never hides two that would be refused)."""
-    kept = rt.repo.committed_epochs()
-    if not kept:
-        return "nothing is committed yet"
-    dead = rt.repo.rewound()
-    live = [e for e in kept if e not in dead]
-    text = f"restorable committed epochs are {epoch_ranges(live)}"
-    gone = [e for e in kept if e in dead]
-    if gone:
-        text += f" ({epoch_ranges(gone)} retracted by a rewind: not restorable)"
-    return text
-
-
-def epoch_ranges(epochs: list[int]) -> str:
-    """[1, 2, 3, 7] -> '1..3, 7'."""
-    parts: list[str] = []
-    for e in epochs:
-        if parts and parts[-1].split("..")[-1] == str(e - 1):
-            parts[-1] = f"{parts[-1].split('..')[0]}..{e}"
-        else:
-            parts.append(str(e))
-    return ", ".join(parts)
+        options (:mod:`sluice.protocol.resolve`). Raises :class:`InvalidRunRequest`."""
+        return resolve_request(self, rt)
 
 
 def _shape_problem(name: str, value: Any) -> str:
     info = RunRequest.fields()[name]
     return f"{name}: " + info.problem.format(value=repr(value), type=type(value).__name__)
-
-
-def _choices(annotation: Any) -> tuple[str, ...] | None:
-    args = get_args(annotation)
-    return args if args and all(isinstance(a, str) for a in args) else None
 
 
 # Which fields go together: each rule returns a problem or None. ``said``: the fields whose

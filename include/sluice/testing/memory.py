@@ -282,6 +282,9 @@ class SumOutput:
     def horizon(self) -> int | None:
         return None
 
+    def state_written(self, part: StatePart) -> None:
+        """Nothing kept about the parts."""
+
     def state_update(self) -> StateUpdate | None:
         if not self.update and self.kind == "delta":
             return None

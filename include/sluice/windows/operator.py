@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
-from sluice.jvm.udfs import Ledger, constant, counted, counting
 from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
+from sluice.jvm.udfs import Ledger, constant, counted, counting
 from sluice.operators.base import quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import align_window_state, late_rows, operator_columns, result_rows

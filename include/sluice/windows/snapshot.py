@@ -18,14 +18,15 @@ from pyspark import StorageLevel
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sluice.jvm.udfs import Ledger, counted, counting
 from sluice.contracts.operators import EpochFacts, EpochInput, StateUpdate
+from sluice.jvm.udfs import Ledger, counted, counting
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import late_rows, operator_columns, result_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
     from sluice.windows.strategy import WindowKind
 
@@ -63,6 +64,9 @@ class SnapshotEpoch:
     def horizon(self) -> int | None:
         """The state is folded whole each epoch: no bound to skip by."""
         return None
+
+    def state_written(self, part: StatePart) -> None:
+        """Nothing kept about the parts."""
 
     @classmethod
     def start(

@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from sluice.spec.durations import parse_duration_us
 
 if TYPE_CHECKING:
-    from sluice.spec.model import PipelineSpec
+    pass
 
 __all__ = [
     "NAME_RE",

@@ -24,13 +24,14 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.monitor.view import PipelineView
 from sluice.protocol.exceptions import InvalidRunRequest
-from sluice.protocol.request import RunRequest, epoch_ranges
+from sluice.protocol.request import RunRequest
+from sluice.protocol.resolve import epoch_ranges
 from sluice.words import noun
 
 if TYPE_CHECKING:
     from sluice.contracts.records import Savepoint
-    from sluice.monitor import PipelineView
     from sluice.protocol import Runtime
 
 __all__ = [
