@@ -10,12 +10,11 @@ values may read the environment, ``${VAR}`` or ``${VAR:-default}`` (:mod:`sluice
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypedDict, TypeVar, cast
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from sluice.spec.components.base import NAME_RE, SinkConfig, SourceConfig, WindowConfig
@@ -31,7 +30,7 @@ from sluice.spec.model import (
     ProcessSpec,
     RestartSpec,
 )
-from sluice.spec.problems import Described, at, spec_problems
+from sluice.spec.problems import at, spec_problems
 from sluice.spec.process import ProcessSection
 from sluice.spec.registry import SINKS, SOURCES, WINDOWS
 from sluice.spec.rules import (
@@ -52,6 +51,7 @@ from sluice.spec.sections import (
     Qos,
     RestartSection,
     S3Section,
+    Section,
     aggregates,
     checked_text,
     key_by,
@@ -68,6 +68,7 @@ Operator = Literal["windows", "process", "stateless"]
 _EMIT = checked_text(EMIT_MODES)
 _STORAGE = checked_text()
 _T = TypeVar("_T")
+_S = TypeVar("_S", bound=Section)
 
 
 class Context(TypedDict):
@@ -166,17 +167,15 @@ def _fail(found: list[SpecProblem]) -> NoReturn:
     raise at(found)
 
 
-def _section(model: type[BaseModel], value: Any, field: str) -> Any:
-    """``value`` validated as the section ``model`` (its spec value), else every problem."""
+def _section(model: type[_S], value: Any, field: str) -> _S:
+    """``value`` validated as the section ``model``, else every problem."""
     try:
-        section = model.model_validate(value)
+        return model.model_validate(value)
     except ValidationError as exc:
-        cls: type[Described] = model  # type: ignore[assignment]
-        _fail(spec_problems(exc, field, cls))
-    return section
+        _fail(spec_problems(exc, field, model))
 
 
-class Pipeline(BaseModel):
+class Pipeline(Section):
     """A whole spec, validated: each field one section, in an order where what a section is
     checked against (the source schema, the operator's window or function, the name and
     checkpoint storage of the default side sinks) comes first.
@@ -187,9 +186,7 @@ class Pipeline(BaseModel):
     (``info.data``), and of those with problems what could still be read (:func:`_read`), as
     the hand checker this replaces did. Validated with a :class:`Context` (:func:`parse_spec`)."""
 
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_default=True, arbitrary_types_allowed=True
-    )
+    model_config = ConfigDict(validate_default=True, arbitrary_types_allowed=True)
 
     # Each field's default is what its validator reads as "not written" (validate_default):
     # a section that is required says so, one that is not gives its default value.
@@ -211,18 +208,8 @@ class Pipeline(BaseModel):
     dead_letters: SinkConfig | None = None  # the last location: where they are checked
     qos: Qos = 2
     s3: S3Options | None = None
-    restart: RestartSpec | None = None
+    restart: RestartSpec = Field(None, validate_default=True)
     execution: Execution = None
-
-    @classmethod
-    def unknown(cls, key: str) -> tuple[str, str]:
-        allowed = sorted(cls.model_fields)
-        close = difflib.get_close_matches(key, allowed, n=1)
-        return "unknown field", f"did you mean '{close[0]}'?" if close else f"allowed: {allowed}"
-
-    @classmethod
-    def required(cls, key: str) -> tuple[str, str]:
-        return "is required", "add it (see README 'Spec')"
 
     @field_validator("source", mode="plain")
     @classmethod
@@ -289,8 +276,7 @@ class Pipeline(BaseModel):
         context = _context(info)
         if context["operator"] != "process":
             return None
-        section: ProcessSection = _section(ProcessSection, value, "process")
-        return section.spec(context["origin"])
+        return _section(ProcessSection, value, "process").spec(context["origin"])
 
     @field_validator("window", mode="plain")
     @classmethod
@@ -415,16 +401,14 @@ class Pipeline(BaseModel):
     def _s3(cls, value: Any) -> S3Options | None:
         if value is None:
             return None
-        section: S3Section = _section(S3Section, value, "s3")
-        return section.spec()
+        return _section(S3Section, value, "s3").spec()
 
     @field_validator("restart", mode="plain")
     @classmethod
     def _restart(cls, value: Any) -> RestartSpec:
         if value is None:
             return RestartSpec()
-        section: RestartSection = _section(RestartSection, value, "restart")
-        return section.spec()
+        return _section(RestartSection, value, "restart").spec()
 
     def spec(self, origin: str) -> PipelineSpec:
         """The spec the rest of Sluice reads (frozen dataclasses: cheap to read)."""
@@ -443,7 +427,7 @@ class Pipeline(BaseModel):
             checkpoint=self.checkpoint,
             qos=self.qos,
             s3=self.s3,
-            restart=self.restart or RestartSpec(),
+            restart=self.restart,
             emit=self.emit,
             select=self.select,
             filter=self.filter,
