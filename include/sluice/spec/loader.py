@@ -80,6 +80,7 @@ class Context(TypedDict):
     # what a section with problems could still read, for the rules after it (the valid
     # aggregates, the keys named, a checkpoint storage): as many problems found as before
     partial: dict[str, Any]
+    schema: dict[str, str]  # the source's columns and their types (empty: no valid source)
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
@@ -121,7 +122,7 @@ def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
     operator: Operator = "stateless" if not _STATEFUL & keys else "windows"
     if "process" in keys:
         operator = "process"
-    context = Context(operator=operator, keys=keys, origin=origin, partial={})
+    context = Context(operator=operator, keys=keys, origin=origin, partial={}, schema={})
     try:
         pipeline = Pipeline.model_validate(top, context=context)
     except ValidationError as exc:
@@ -137,8 +138,7 @@ def _context(info: ValidationInfo) -> Context:
 
 def _schema(info: ValidationInfo) -> dict[str, str]:
     """The source's columns and their types (empty: the source is invalid)."""
-    source: SourceConfig | None = info.data.get("source")
-    return dict(source.schema) if source is not None else {}
+    return _context(info)["schema"]
 
 
 def _columns(info: ValidationInfo) -> dict[str, str]:
@@ -213,12 +213,13 @@ class Pipeline(Section):
 
     @field_validator("source", mode="plain")
     @classmethod
-    def _source(cls, value: Any) -> SourceConfig:
+    def _source(cls, value: Any, info: ValidationInfo) -> SourceConfig:
         if value is None:
             _fail([SpecProblem("source", "is required", "add a files source (see README 'Spec')")])
         source, problems = SOURCES.validate(value, "source")
         if source is None:
             _fail(problems)
+        _context(info)["schema"] = dict(source.schema)
         return source
 
     @field_validator("event_time", mode="plain")
