@@ -79,7 +79,7 @@ class Context(TypedDict):
     origin: str  # where the spec was read (a process function is looked up next to it)
     # what a section with problems could still read, for the rules after it (the valid
     # aggregates, the keys named, a checkpoint storage): as many problems found as before
-    partial: dict[str, Any]
+    partial: dict[str, object]
     schema: dict[str, str]  # the source's columns and their types (empty: no valid source)
 
 
