@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -180,9 +180,6 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # the fix suggested when a required field is missing, per field
-    REQUIRED_FIX: ClassVar[Mapping[str, str]] = {}
-
     @classmethod
     def unknown(cls, key: str) -> tuple[str, str]:
         """(problem, fix) for a field the section does not take."""
@@ -192,8 +189,9 @@ class Section(BaseModel):
 
     @classmethod
     def required(cls, key: str) -> tuple[str, str]:
-        """(problem, fix) for a required field left out."""
-        return "is required", cls.REQUIRED_FIX.get(key, "add it")
+        """(problem, fix) for a required field left out (the fields of the sections default
+        to None, and their validators say what a missing one needs)."""
+        return "is required", "add it"
 
 
 class EventTimeSection(Section):
