@@ -551,3 +551,56 @@ def test_empty_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert f"{path}: (file): is empty." in str(info.value)
+
+
+# -- one validation path: sections and the rules across them -----------------------------------
+
+
+def test_a_section_with_problems_still_lends_what_it_could_read_to_the_rules(
+    tmp_path: Path,
+) -> None:
+    data = base(tmp_path)
+    data["checkpoint"] = {"storage": str(tmp_path / "in" / "ckpt"), "retained": 0}
+    data["key_by"] = ["user", "country"]
+    data["sinks"][0]["partition_by"] = ["user"]  # a result column: the key named
+    err = errors_of(data)
+    assert [p.field for p in err.problems] == [
+        "key_by",  # 'country' is not a schema column
+        "checkpoint.retained",
+        "late_records.path",  # at their default place, in the checkpoint storage
+        "dead_letters.path",
+        "checkpoint.storage",
+    ]
+    assert err.problems[-1].problem == "is inside the source path"
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "field", "problem", "fix"),
+    [
+        ("restart", {"attempts": -1}, "restart.attempts", "-1 is not a whole number >= 0",
+         "e.g. 3"),
+        ("restart", {"delay": "1m", "max_delay": "5s"}, "restart.max_delay",
+         "is shorter than restart.delay", "raise it, e.g. 5m"),
+        ("restart", {"multiplier": 0.5}, "restart.multiplier", "0.5 is not a number >= 1",
+         "e.g. 2"),
+        ("restart", {"attempt": 1}, "restart.attempt", "unknown field",
+         "did you mean 'attempts'?"),
+        ("s3", {"zone": "x"}, "s3.zone", "unknown field",
+         "allowed: ['endpoint_url', 'region']"),
+        ("event_time", {"column": "ts", "idle_timeout": "0s"}, "event_time.idle_timeout",
+         "must be greater than zero", "write a duration like 1m"),
+        ("event_time", {"max_out_of_orderness": "5s"}, "event_time.column", "is required",
+         "add it"),
+        ("checkpoint", {"storage": "  "}, "checkpoint.storage", "is empty", "give it a value"),
+        ("emit", None, "emit", "is required", "one of ['on_close', 'on_update']"),
+        ("execution", "hot", "execution", "'hot' is not valid",
+         "use one of ['cold', 'warm'] (absent: the deployment's SLUICE_EXECUTION; "
+         "docs/warm-execution.md)"),
+    ],
+)  # fmt: skip
+def test_section_problems_name_field_problem_and_fix(
+    tmp_path: Path, section: str, value: Any, field: str, problem: str, fix: str
+) -> None:
+    data = base(tmp_path)
+    data[section] = value
+    assert only_problem(data, field) == (problem, fix)

@@ -8,7 +8,7 @@ import os
 import re
 from typing import Any
 
-from sluice.spec.checker import Checker
+from sluice.spec.exceptions import SpecProblem
 
 __all__ = ["interpolate"]
 
@@ -17,11 +17,13 @@ _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^${}]|\$(?!\{))*))?
 _ENV_SLOT = re.compile("\0(\\d+)\0")
 
 
-def interpolate(value: Any, where: str, checker: Checker) -> Any:
+def interpolate(value: Any, where: str, found: list[SpecProblem]) -> Any:
+    """``value`` (a parsed YAML document, or a part of it at ``where``) with every reference
+    filled in; a variable that is not set is appended to ``found`` (and reads as "")."""
     if isinstance(value, dict):
-        return {k: interpolate(v, f"{where}.{k}".lstrip("."), checker) for k, v in value.items()}
+        return {k: interpolate(v, f"{where}.{k}".lstrip("."), found) for k, v in value.items()}
     if isinstance(value, list):
-        return [interpolate(v, f"{where}[{i}]", checker) for i, v in enumerate(value)]
+        return [interpolate(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -53,10 +55,12 @@ def interpolate(value: Any, where: str, checker: Checker) -> Any:
         index = int(match.group(1))
         if index in missing:
             name = missing[index]
-            checker.add(
-                where,
-                f"environment variable {name} is not set",
-                f"export {name}=... or write ${{{name}:-default}}",
+            found.append(
+                SpecProblem(
+                    where,
+                    f"environment variable {name} is not set",
+                    f"export {name}=... or write ${{{name}:-default}}",
+                )
             )
         return _ENV_SLOT.sub(fill, slots[index] or "")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from sluice.spec.components.base import SCHEMA_TYPES, SinkConfig, SourceConfig, WindowConfig
 from sluice.storage.s3options import S3Options
@@ -46,7 +46,7 @@ EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 STATE_KINDS = ("value", "list", "reducing", "map")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
-STATELESS_SHAPE: dict[str, Any] = {"operator": "stateless"}
+STATELESS_SHAPE: dict[str, object] = {"operator": "stateless"}
 # The component configs (:mod:`sluice.spec.registry` maps each ``type`` to its class).
 SourceSpec = SourceConfig
 SinkSpec = SinkConfig
@@ -190,7 +190,7 @@ class PipelineSpec:
             return self.output
         return (*(c for c, _ in self.source.schema), *(n for n, _ in self.select))
 
-    def state_shape(self) -> dict[str, Any]:
+    def state_shape(self) -> dict[str, object]:
         """What the keyed state depends on: a checkpoint restored under a spec with a
         different shape would be misread, so the shape is stored and compared. Each declared
         process-function state is its own entry (``state.<name>``), so a difference names it.
@@ -198,7 +198,7 @@ class PipelineSpec:
         filter and output (:mod:`sluice.protocol.upgrade`)."""
         if self.stateless:
             return dict(STATELESS_SHAPE)
-        shape: dict[str, Any] = {
+        shape: dict[str, object] = {
             "key_by": {k: dict(self.source.schema).get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,
         }

@@ -3,14 +3,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
-from sluice.spec.components.base import PROBLEM, ComponentConfig
+from sluice.spec.components.base import PROBLEM
 from sluice.spec.exceptions import SpecProblem
 
-__all__ = ["join", "spec_problems"]
+__all__ = ["AT", "Described", "at", "join", "spec_problems"]
+
+# the pydantic error type of problems that already name their whole field (``sinks.out.path``
+# found while validating ``dead_letters``): a rule across sections reports where it looks
+AT = "sluice_at"
+
+
+class Described(Protocol):
+    """A model whose missing and unknown fields have spec messages (components, sections)."""
+
+    @classmethod
+    def required(cls, key: str) -> tuple[str, str]: ...
+
+    @classmethod
+    def unknown(cls, key: str) -> tuple[str, str]: ...
+
+
+def at(found: list[SpecProblem]) -> PydanticCustomError:
+    """A validation error carrying ``found``, each problem at its own (whole) field."""
+    return PydanticCustomError(AT, "{problem}", {"problem": found[0].problem, "found": found})
 
 
 def join(*parts: Any) -> str:
@@ -27,7 +47,7 @@ def join(*parts: Any) -> str:
 
 
 def spec_problems(
-    exc: ValidationError, field: str, cls: type[ComponentConfig], *, tagged: bool = False
+    exc: ValidationError, field: str, cls: type[Described], *, tagged: bool = False
 ) -> list[SpecProblem]:
     """Every error of ``exc`` (validating a ``cls`` at ``field``); ``tagged``: the locations
     start with a union tag, dropped."""
@@ -39,11 +59,13 @@ def spec_problems(
 
 
 def _convert(
-    error: Any, field: str, loc: tuple[Any, ...], cls: type[ComponentConfig]
+    error: Any, field: str, loc: tuple[Any, ...], cls: type[Described]
 ) -> list[SpecProblem]:
     where = join(field, *loc)
     ctx = error.get("ctx") or {}
     kind = error["type"]
+    if kind == AT:
+        return list(ctx["found"])
     if kind == PROBLEM and ctx.get("problems"):
         return [SpecProblem(join(where, sub) if not sub.startswith("[") else where + sub, p, f)
                 for sub, p, f in ctx["problems"]]  # fmt: skip

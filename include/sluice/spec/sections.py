@@ -1,15 +1,26 @@
-"""The sections of a spec besides its components: name, event time, select, filter, keys,
-aggregates, output, checkpoint, qos, restart, execution and S3 settings. Each function checks
-one section, records what is wrong in the :class:`Checker` and returns the value to build the
-spec from (a neutral one when invalid)."""
+"""The sections of a spec besides its components, as pydantic models (event time,
+checkpoint, restart, S3 settings) and as the checks of single values (name, select, filter,
+keys, aggregates, output, qos, emit, execution). The pipeline model
+(:mod:`sluice.spec.loader`) validates each section with these; what spans several sections
+is in :mod:`sluice.spec.rules`.
+
+A problem is raised as :func:`~sluice.spec.components.base.problem` (a model's field) or
+appended to a list of :class:`SpecProblem` (a value checked against other sections); either way
+it names the field, the problem and the fix.
+"""
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, Self
 
-from sluice.spec.checker import Checker, kind
-from sluice.spec.components.base import NAME_RE
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from sluice.spec.components.base import NAME_RE, problem, several
+from sluice.spec.durations import parse_duration_us
+from sluice.spec.exceptions import SpecProblem
 from sluice.spec.model import (
     AGGREGATE_FUNCTIONS,
     EXECUTION_MODES,
@@ -22,242 +33,387 @@ from sluice.spec.model import (
 from sluice.storage.s3options import S3Options
 
 __all__ = [
+    "CheckpointSection",
+    "EventTimeSection",
+    "Execution",
+    "PipelineName",
+    "Predicate",
+    "Qos",
+    "RestartSection",
+    "S3Section",
+    "Section",
     "aggregates",
-    "checkpoint",
-    "event_time",
-    "execution",
-    "filter",
+    "checked_text",
+    "duration",
     "key_by",
-    "name",
+    "kind",
     "output",
-    "qos",
-    "restart",
-    "s3",
     "select",
+    "text",
 ]
 
 _AGG_RE = re.compile(r"^\s*([a-z_]+)\s*\(\s*(\*|[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
+_COLUMN_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 _RESERVED_OUTPUT = ("window_start", "window_end", "window_index", "_op", "_epoch")
-_EVENT_TIME = {"column", "max_out_of_orderness", "allowed_lateness", "idle_timeout"}
-_CHECKPOINT = {"storage", "interval", "timeout", "retained", "compact_every"}
-_S3 = {"endpoint_url", "region"}
-_RESTART = {"attempts", "delay", "max_delay", "multiplier"}
 
 
-def name(checker: Checker, value: Any) -> str | None:
+def kind(value: Any) -> str:
+    """What a value is, for a message: ``nothing``, ``int``, ``list``..."""
+    return "nothing" if value is None else type(value).__name__
+
+
+# -- the field types of the section models ------------------------------------------------------
+
+
+def text(choices: tuple[str, ...] = (), hint: str = "") -> BeforeValidator:
+    """A required, non-empty text (among ``choices`` when given; ``hint`` follows them)."""
+    return BeforeValidator(checked_text(choices, hint))
+
+
+def checked_text(choices: tuple[str, ...] = (), hint: str = "") -> Callable[[Any], Any]:
+    """The check of :func:`text`, to call."""
+    more = f" {hint}" if hint else ""
+
+    def check(value: Any) -> Any:
+        if value is None:
+            raise problem("is required", f"one of {list(choices)}{more}" if choices else "add it")
+        if not isinstance(value, str) or (choices and value not in choices):
+            raise problem(f"{value!r} is not valid", f"use one of {list(choices)}{more}")
+        if not value.strip():
+            raise problem("is empty", "give it a value")
+        return value
+
+    return check
+
+
+def duration(*, positive: bool = False, optional: bool = False) -> BeforeValidator:
+    """A duration as a spec writes it (``5s``, ``1m``) in microseconds; ``optional``: null
+    is None (else it is required)."""
+
+    def check(value: Any) -> int | None:
+        if value is None:
+            if optional:
+                return None
+            raise problem("is required", "write a duration like 5s or 1m")
+        try:
+            us = parse_duration_us(value)
+        except ValueError as exc:
+            raise problem(str(exc), "write a duration like 500ms, 5s, 1m, 2h or 1d") from exc
+        if positive and us <= 0:
+            raise problem("must be greater than zero", "write a duration like 1m")
+        return us
+
+    return BeforeValidator(check)
+
+
+def _positive_int(default: int) -> BeforeValidator:
+    """A whole number > 0; null is ``default``."""
+
+    def check(value: Any) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise problem(f"{value!r} is not a positive whole number", "e.g. 10")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise problem(f"{value!r} is not a whole number >= 0", "e.g. 3")
+    return value
+
+
+def _multiplier(value: Any) -> float:
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if not numeric or value < 1:
+        raise problem(f"{value!r} is not a number >= 1", "e.g. 2")
+    return float(value)
+
+
+def _name(value: Any) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
-        checker.add(
-            "name",
+        raise problem(
             f"{value!r} is not a valid pipeline name",
             "use lower-case letters, digits and '_' only, e.g. clicks_per_minute",
         )
-        return None
     return value
 
 
-def event_time(checker: Checker, value: Any, schema: dict[str, str]) -> EventTimeSpec | None:
-    data = checker.mapping(value, "event_time", _EVENT_TIME) if value is not None else None
-    if data is None:
-        if value is None:
-            checker.add("event_time", "is required", "e.g. {column: ts, max_out_of_orderness: 5s}")
-        return None
-    column = checker.string(data, "column", "event_time")
-    if column and schema and schema.get(column) != "timestamp":
-        checker.add(
-            "event_time.column",
-            f"{column!r} is not a timestamp column of the schema",
-            "name a schema column of type timestamp",
+def _predicate(value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise problem("must be a Spark SQL predicate", "e.g. amount > 0 AND url > ''")
+    return value
+
+
+def _qos(value: Any) -> int:
+    if value not in (0, 1, 2) or isinstance(value, bool):
+        raise problem(f"{value!r} is not a qos level", "use 0, 1 or 2")
+    return int(value)
+
+
+def _execution(value: Any) -> str | None:
+    """Optional: ``cold`` (spark-submit) or ``warm`` (``sluice serve``); absent, the
+    deployment's ``SLUICE_EXECUTION`` decides (docs/warm-execution.md)."""
+    return None if value is None else _EXECUTION(value)
+
+
+_EXECUTION = checked_text(
+    EXECUTION_MODES, "(absent: the deployment's SLUICE_EXECUTION; docs/warm-execution.md)"
+)
+Text = Annotated[str, text()]
+PipelineName = Annotated[str, BeforeValidator(_name)]
+Predicate = Annotated[str | None, BeforeValidator(_predicate)]
+Qos = Annotated[int, BeforeValidator(_qos)]
+Execution = Annotated[Literal["cold", "warm"] | None, BeforeValidator(_execution)]
+Duration = Annotated[int, duration()]
+PositiveDuration = Annotated[int, duration(positive=True)]
+
+
+# -- the section models -------------------------------------------------------------------------
+
+
+class Section(BaseModel):
+    """A frozen section of a spec: unknown fields refused (with the close one named),
+    every problem collected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def unknown(cls, key: str) -> tuple[str, str]:
+        """(problem, fix) for a field the section does not take."""
+        allowed = sorted(cls.model_fields)
+        close = difflib.get_close_matches(key, allowed, n=1)
+        return "unknown field", f"did you mean '{close[0]}'?" if close else f"allowed: {allowed}"
+
+    @classmethod
+    def required(cls, key: str) -> tuple[str, str]:
+        """(problem, fix) for a required field left out (the fields of the sections default
+        to None, and their validators say what a missing one needs)."""
+        return "is required", "add it"
+
+
+class EventTimeSection(Section):
+    """``event_time:`` (the column is checked against the source schema by the pipeline)."""
+
+    column: Text = Field(None, validate_default=True)
+    max_out_of_orderness: Duration = 0
+    allowed_lateness: Duration = 0
+    # a partition whose newest event time is this far behind the newest of all partitions
+    # stops holding the global watermark back (None: never)
+    idle_timeout: Annotated[int | None, duration(positive=True, optional=True)] = None
+
+    def spec(self) -> EventTimeSpec:
+        return EventTimeSpec(
+            self.column, self.max_out_of_orderness, self.allowed_lateness, self.idle_timeout
         )
-    bound = checker.duration(data, "max_out_of_orderness", "event_time", default="0s")
-    lateness = checker.duration(data, "allowed_lateness", "event_time", default="0s")
-    idle = None
-    if data.get("idle_timeout") is not None:
-        idle = checker.duration(data, "idle_timeout", "event_time", positive=True)
-    return EventTimeSpec(column, bound, lateness, idle) if column else None
 
 
-def select(checker: Checker, value: Any, schema: dict[str, str]) -> tuple[tuple[str, str], ...]:
+class CheckpointSection(Section):
+    """``checkpoint:``."""
+
+    storage: Text = Field(None, validate_default=True)
+    interval: PositiveDuration = 60_000_000
+    timeout: PositiveDuration = 600_000_000
+    retained: Annotated[int, _positive_int(10)] = 10
+    # keyed state: a full base every this many deltas (sluice.state)
+    compact_every: Annotated[int, _positive_int(10)] = 10
+
+    def spec(self) -> CheckpointSpec:
+        return CheckpointSpec(
+            self.storage, self.interval, self.timeout, self.retained, self.compact_every
+        )
+
+
+class RestartSection(Section):
+    """``restart:`` (Flink's exponential-delay strategy: :class:`RestartSpec`)."""
+
+    attempts: Annotated[int, BeforeValidator(_attempts)] = 3
+    delay: Duration = 10_000_000
+    max_delay: Duration = 300_000_000
+    multiplier: Annotated[float, BeforeValidator(_multiplier)] = 2.0
+
+    @model_validator(mode="after")
+    def _delays_in_order(self) -> Self:
+        if self.max_delay < self.delay:
+            raise several([("max_delay", "is shorter than restart.delay", "raise it, e.g. 5m")])
+        return self
+
+    def spec(self) -> RestartSpec:
+        return RestartSpec(self.attempts, self.delay, self.max_delay, self.multiplier)
+
+
+class S3Section(Section):
+    """``s3:``: where to reach S3 (credentials never come from a spec)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+
+    def spec(self) -> S3Options:
+        return S3Options(endpoint_url=self.endpoint_url, region=self.region)
+
+
+# -- values checked against other sections ------------------------------------------------------
+# Each appends what is wrong to ``found`` and returns the value to build the spec from.
+
+
+def select(
+    value: Any, schema: Mapping[str, str], found: list[SpecProblem]
+) -> tuple[tuple[str, str], ...]:
+    """Derived columns, (name, Spark SQL expression); none may shadow a ``schema`` column."""
     if value is None:
         return ()
     if not isinstance(value, dict):
-        checker.add(
-            "select",
-            f"expected a mapping of new column names to SQL expressions, got {kind(value)}",
-            "e.g. {amount_eur: amount * 0.92, domain: parse_url(url, 'HOST')}",
+        found.append(
+            SpecProblem(
+                "select",
+                f"expected a mapping of new column names to SQL expressions, got {kind(value)}",
+                "e.g. {amount_eur: amount * 0.92, domain: parse_url(url, 'HOST')}",
+            )
         )
         return ()
     result = []
-    for name, expression in value.items():
-        where = f"select.{name}"
-        if not isinstance(name, str) or not re.match(r"^[A-Za-z][A-Za-z0-9_]*\Z", name):
-            checker.add(where, "is not a valid column name", "use letters, digits and '_'")
+    for column, expression in value.items():
+        where = f"select.{column}"
+        if not isinstance(column, str) or not _COLUMN_RE.match(column):
+            found.append(
+                SpecProblem(where, "is not a valid column name", "use letters, digits and '_'")
+            )
             continue
-        if name in schema:
-            checker.add(where, "clashes with a source column", "choose another name")
+        if column in schema:
+            found.append(SpecProblem(where, "clashes with a source column", "choose another name"))
         if not isinstance(expression, str | int | float) or not str(expression).strip():
-            checker.add(where, "must be a Spark SQL expression", "e.g. amount * 0.92")
+            found.append(SpecProblem(where, "must be a Spark SQL expression", "e.g. amount * 0.92"))
             continue
-        result.append((name, str(expression)))
+        result.append((column, str(expression)))
     return tuple(result)
 
 
-def filter(checker: Checker, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        checker.add("filter", "must be a Spark SQL predicate", "e.g. amount > 0 AND url > ''")
-        return None
-    return value
-
-
-def key_by(checker: Checker, value: Any, schema: dict[str, str]) -> tuple[str, ...]:
+def key_by(value: Any, columns: Mapping[str, str], found: list[SpecProblem]) -> tuple[str, ...]:
+    """The key columns, each among ``columns`` (when known)."""
     if value is None:
         return ()
     keys = [value] if isinstance(value, str) else value
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        checker.add("key_by", f"{value!r} is not a list of column names", "e.g. [user]")
+        found.append(
+            SpecProblem("key_by", f"{value!r} is not a list of column names", "e.g. [user]")
+        )
         return ()
     for key in keys:
-        if schema and key not in schema:
-            checker.add("key_by", f"{key!r} is not a schema column", f"use one of {list(schema)}")
+        if columns and key not in columns:
+            found.append(
+                SpecProblem(
+                    "key_by", f"{key!r} is not a schema column", f"use one of {list(columns)}"
+                )
+            )
     if len(set(keys)) != len(keys):
-        checker.add("key_by", "names a column twice", "list each key column once")
+        found.append(SpecProblem("key_by", "names a column twice", "list each key column once"))
     return tuple(keys)
 
 
-def aggregates(checker: Checker, value: Any, schema: dict[str, str]) -> tuple[AggregateSpec, ...]:
+def aggregates(
+    value: Any, columns: Mapping[str, str], found: list[SpecProblem]
+) -> tuple[AggregateSpec, ...]:
+    """``name: func(column)`` each, of ``columns`` (their types; ``derived`` for a select
+    column)."""
     if not isinstance(value, dict) or not value:
-        checker.add(
-            "aggregates",
-            "must map output names to expressions",
-            "e.g. {clicks: count(*), total: sum(amount)}",
+        found.append(
+            SpecProblem(
+                "aggregates",
+                "must map output names to expressions",
+                "e.g. {clicks: count(*), total: sum(amount)}",
+            )
         )
         return ()
     result = []
-    for name, expression in value.items():
-        agg = aggregate(checker, str(name), expression, schema)
+    for output, expression in value.items():
+        agg = _aggregate(str(output), expression, columns, found.append)
         if agg:
             result.append(agg)
     return tuple(result)
 
 
-def aggregate(
-    checker: Checker, name: str, expression: Any, schema: dict[str, str]
+def _aggregate(
+    name: str, expression: Any, schema: Mapping[str, str], add: Callable[[SpecProblem], None]
 ) -> AggregateSpec | None:
     where = f"aggregates.{name}"
     if not NAME_RE.match(name) and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name):
-        checker.add(where, "is not a valid column name", "use letters, digits and '_'")
+        add(SpecProblem(where, "is not a valid column name", "use letters, digits and '_'"))
     match = _AGG_RE.match(str(expression))
     if not match or match.group(1) not in AGGREGATE_FUNCTIONS:
-        checker.add(
-            where,
-            f"{expression!r} is not a supported aggregate",
-            f"write func(column) with func in {list(AGGREGATE_FUNCTIONS)}, or count(*)",
+        add(
+            SpecProblem(
+                where,
+                f"{expression!r} is not a supported aggregate",
+                f"write func(column) with func in {list(AGGREGATE_FUNCTIONS)}, or count(*)",
+            )
         )
         return None
     func, column = match.group(1), match.group(2)
     if column == "*":
         if func != "count":
-            checker.add(where, f"{func}(*) is not defined", "name a column, e.g. sum(amount)")
+            add(SpecProblem(where, f"{func}(*) is not defined", "name a column, e.g. sum(amount)"))
         return AggregateSpec(name, func, None)
     if schema and column not in schema:
-        checker.add(where, f"{column!r} is not a schema column", f"use one of {list(schema)}")
+        add(SpecProblem(where, f"{column!r} is not a schema column", f"use one of {list(schema)}"))
     elif func in ("sum", "avg") and schema.get(column, "derived") not in (
         *NUMERIC_TYPES,
         "derived",
     ):
-        checker.add(
-            where,
-            f"{func} needs a numeric column; {column!r} is {schema[column]}",
-            f"use a column of type {list(NUMERIC_TYPES)}",
+        add(
+            SpecProblem(
+                where,
+                f"{func} needs a numeric column; {column!r} is {schema[column]}",
+                f"use a column of type {list(NUMERIC_TYPES)}",
+            )
         )
     elif func in ("min", "max") and schema and schema[column] == "boolean":
-        checker.add(where, f"{func} of a boolean column is not supported", "use count")
+        add(SpecProblem(where, f"{func} of a boolean column is not supported", "use count"))
     if name in schema or name in _RESERVED_OUTPUT:
-        checker.add(where, "clashes with an input or window column name", "choose another name")
+        add(
+            SpecProblem(where, "clashes with an input or window column name", "choose another name")
+        )
     return AggregateSpec(name, func, column)
 
 
-def output(checker: Checker, value: Any, columns: list[str], stateless: bool) -> tuple[str, ...]:
+def output(
+    value: Any, columns: list[str], stateless: bool, found: list[SpecProblem]
+) -> tuple[str, ...]:
     """A stateless pipeline's ``output:``: some of the source and ``select`` columns, in
     the order written (``columns``: those available; empty when the source is invalid)."""
     if value is None:
         return ()
     if not stateless:
-        checker.add("output", "only applies to a stateless pipeline (no window, no process)",
-                 "remove it: windows emit keys, window bounds and aggregates; a process "
-                 "function declares process.output")  # fmt: skip
+        found.append(
+            SpecProblem(
+                "output",
+                "only applies to a stateless pipeline (no window, no process)",
+                "remove it: windows emit keys, window bounds "
+                "and aggregates; a process function declares "
+                "process.output",
+            )
+        )
         return ()
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        checker.add("output", f"{value!r} is not a list of column names",
-                 f"e.g. {columns[:2] or ['user', 'ts']}")  # fmt: skip
+        found.append(
+            SpecProblem(
+                "output",
+                f"{value!r} is not a list of column names",
+                f"e.g. {columns[:2] or ['user', 'ts']}",
+            )
+        )
         return ()
-    for i, name in enumerate(names):
-        if columns and name not in columns:
-            checker.add(f"output[{i}]", f"{name!r} is not a source or select column",
-                     f"use some of {columns}")  # fmt: skip
+    for i, column in enumerate(names):
+        if columns and column not in columns:
+            found.append(
+                SpecProblem(
+                    f"output[{i}]",
+                    f"{column!r} is not a source or select column",
+                    f"use some of {columns}",
+                )
+            )
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        checker.add("output", f"names {dup!r} twice", "list each column once")
+        found.append(SpecProblem("output", f"names {dup!r} twice", "list each column once"))
     return tuple(names)
-
-
-def checkpoint(checker: Checker, value: Any) -> CheckpointSpec | None:
-    data = checker.mapping(value, "checkpoint", _CHECKPOINT) if value is not None else None
-    if data is None:
-        if value is None:
-            checker.add("checkpoint", "is required", "e.g. {storage: data/ckpt, interval: 1m}")
-        return None
-    storage = checker.string(data, "storage", "checkpoint")
-    interval = checker.duration(data, "interval", "checkpoint", default="1m", positive=True)
-    timeout = checker.duration(data, "timeout", "checkpoint", default="10m", positive=True)
-    retained = checker.positive_int(data, "retained", "checkpoint", 10) or 10
-    every = checker.positive_int(data, "compact_every", "checkpoint", 10) or 10
-    return CheckpointSpec(storage, interval, timeout, retained, every) if storage else None
-
-
-def qos(checker: Checker, value: Any) -> int:
-    if value not in (0, 1, 2) or isinstance(value, bool):
-        checker.add("qos", f"{value!r} is not a qos level", "use 0, 1 or 2")
-        return 2
-    return int(value)
-
-
-def restart(checker: Checker, value: Any) -> RestartSpec:
-    if value is None:
-        return RestartSpec()
-    data = checker.mapping(value, "restart", _RESTART)
-    if data is None:
-        return RestartSpec()
-    attempts = data.get("attempts", 3)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
-        checker.add("restart.attempts", f"{attempts!r} is not a whole number >= 0", "e.g. 3")
-        attempts = 3
-    delay = checker.duration(data, "delay", "restart", default="10s")
-    max_delay = checker.duration(data, "max_delay", "restart", default="5m")
-    if max_delay < delay:
-        checker.add("restart.max_delay", "is shorter than restart.delay", "raise it, e.g. 5m")
-    multiplier = data.get("multiplier", 2.0)
-    numeric = isinstance(multiplier, int | float) and not isinstance(multiplier, bool)
-    if not numeric or multiplier < 1:
-        checker.add("restart.multiplier", f"{multiplier!r} is not a number >= 1", "e.g. 2")
-        multiplier = 2.0
-    return RestartSpec(attempts, delay, max_delay, float(multiplier))
-
-
-def execution(checker: Checker, top: dict[str, Any]) -> str | None:
-    """Optional: ``cold`` (spark-submit) or ``warm`` (``sluice serve``); absent, the
-    deployment's ``SLUICE_EXECUTION`` decides (docs/warm-execution.md)."""
-    if top.get("execution") is None:
-        return None
-    hint = "(absent: the deployment's SLUICE_EXECUTION; docs/warm-execution.md)"
-    return checker.string(top, "execution", "", EXECUTION_MODES, hint=hint)
-
-
-def s3(checker: Checker, value: Any) -> S3Options | None:
-    if value is None:
-        return None
-    data = checker.mapping(value, "s3", _S3)
-    if data is None:
-        return None
-    return S3Options(endpoint_url=data.get("endpoint_url"), region=data.get("region"))
