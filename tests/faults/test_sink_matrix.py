@@ -91,8 +91,7 @@ class Outputs:
         self.spark, self.ws, self.tag, self.url = spark, ws, tag, url
 
     def read(self) -> dict[str, Counter[tuple[Any, ...]]]:
-        from sluice.sinks.delta import read_table as delta_rows
-
+        from tests.fixtures.delta_tables import read_table as delta_rows
         from tests.fixtures.postgres_tables import read_table as pg_rows
 
         changelog = read_rows(self.ws.store("out"), "parquet")
@@ -259,8 +258,7 @@ def test_two_attempts_racing_publish_once(
     """Two attempts of one epoch (an Airflow retry while the first still runs) both prepare,
     then commit at the same moment: one wins, every sink shows its rows exactly once, and the
     loser's staged data is gone from every sink."""
-    from sluice.sinks.delta import read_table as delta_rows
-
+    from tests.fixtures.delta_tables import read_table as delta_rows
     from tests.fixtures.postgres_tables import read_table as pg_rows
 
     tag = f"race_{uuid.uuid4().hex[:6]}"
@@ -308,8 +306,7 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     records (PostgreSQL) and the dead letters (Delta) did. The resume publishes the rest and
     re-commits Delta idempotently: each sink ends equal to the independent reference, every
     window, late record and dead letter once, nothing left staged."""
-    from sluice.sinks.delta import read_table as delta_rows
-
+    from tests.fixtures.delta_tables import read_table as delta_rows
     from tests.fixtures.postgres_tables import read_table as pg_rows
 
     tag = f"crash_{uuid.uuid4().hex[:6]}"

@@ -93,7 +93,9 @@ class TestPostgresUpsert(UpsertSinkContract):
 
 def _delta(spark: Any, ws: Workspace, mode: str) -> Harness:
     from sluice.sinks.delta import STAGING as DELTA_STAGING
-    from sluice.sinks.delta import DeltaSink, read_table
+    from sluice.sinks.delta import DeltaSink
+
+    from tests.fixtures.delta_tables import read_table
 
     spec = DeltaSinkConfig(name="out", path=ws.uri("lake"), mode=mode,  # type: ignore[arg-type]
                     keys=KEYS if mode == "upsert" else ())  # fmt: skip

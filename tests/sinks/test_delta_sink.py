@@ -17,7 +17,6 @@ from sluice.sinks.delta import (
     DeltaSink,
     DeltaSinkError,
     StagingMissing,
-    read_table,
     txn_app_id,
     txn_version,
 )
@@ -25,6 +24,7 @@ from sluice.spark import delta_jar
 from sluice.spec import DeltaSinkConfig
 from sluice.storage import to_spark_uri
 
+from tests.fixtures.delta_tables import read_table
 from tests.fixtures.pipelines import LOCAL_NOW_S3_SLOW, Workspace, new_workspace
 
 

@@ -33,9 +33,14 @@ __all__ = [
     "StateMigration",
     "StatePart",
     "StateRef",
+    "StateShape",
     "Void",
     "WatermarkState",
 ]
+
+# What a checkpoint's keyed state depends on (sluice.spec.PipelineSpec.state_shape): a JSON
+# document compared by value, never looked into (sluice.protocol.upgrade).
+StateShape = dict[str, object]
 
 # Where an attempt ran, as its record says: {"spark_master": ..., "spark_application_id": ...,
 # "execution": "warm", ...}.
@@ -438,7 +443,7 @@ class Plan:
     watermark: WatermarkState
     state: StateRef
     fingerprint: str
-    state_shape: dict[str, Any]
+    state_shape: StateShape
     created_at: float
     plan_seconds: float = 0.0
     run_id: str | None = None
@@ -641,7 +646,7 @@ class Savepoint:
     epoch: int
     attempt: str  # the attempt that committed the checkpoint (a check on restore)
     fingerprint: str
-    state_shape: dict[str, Any]
+    state_shape: StateShape
     created_at: float
     run_id: str | None = None
     note: str = ""

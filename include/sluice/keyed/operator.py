@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec, ProcessSpec
@@ -240,7 +240,7 @@ def align_keyed_state(
     left out; a state that is new, or in ``reset_states``, starts empty; a TTL column added
     since starts null (written before, never expires)."""
     typed = {**state_types(spec), **stamp_types(spec)}
-    empty: dict[str, Any] = {}
+    empty: dict[str, Column] = {}
     for name in reset_states:
         for column in (state_column(name), stamp_column(name)):
             if column in typed:

@@ -15,7 +15,6 @@ monotonic; the epochs j+1..k are "rewound" from then on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sluice.contracts.records import (
     Checkpoint,
@@ -23,6 +22,7 @@ from sluice.contracts.records import (
     Restore,
     StateMigration,
     StateRef,
+    StateShape,
     WatermarkState,
 )
 from sluice.contracts.sources import Offset
@@ -152,7 +152,7 @@ def _new_plan(
     )
 
 
-def _migration(rt: Runtime, stored: dict[str, Any], epoch: int, allow: bool) -> StateMigration:
+def _migration(rt: Runtime, stored: StateShape, epoch: int, allow: bool) -> StateMigration:
     """What the spec change since checkpoint ``epoch`` does to its state; raises SpecChanged
     when it drops state and ``allow`` is false."""
     migration = compare_shapes(stored, rt.spec.state_shape())

@@ -217,18 +217,23 @@ def _shape_problem(name: str, value: Any) -> str:
 
 # Which fields go together: each rule returns a problem or None. ``said``: the fields whose
 # shape was already refused (no second problem about them).
-def _needs(field: str, mode: str, what: str) -> Callable[[RunRequest, set[str]], str | None]:
+Value = Callable[["RunRequest"], object]  # reads one field of a request
+
+
+def _needs(
+    field: str, value: Value, mode: str, what: str
+) -> Callable[[RunRequest, set[str]], str | None]:
     def rule(request: RunRequest, said: set[str]) -> str | None:
-        if request.restore_from == mode and getattr(request, field) is None and field not in said:
+        if request.restore_from == mode and value(request) is None and field not in said:
             return f"{field}: required with restore_from={mode}{what}"
         return None
 
     return rule
 
 
-def _only_with(field: str, mode: str) -> Callable[[RunRequest, set[str]], str | None]:
+def _only_with(field: str, value: Value, mode: str) -> Callable[[RunRequest, set[str]], str | None]:
     def rule(request: RunRequest, said: set[str]) -> str | None:
-        if request.restore_from != mode and getattr(request, field) is not None:
+        if request.restore_from != mode and value(request) is not None:
             return f"{field}: only used with restore_from={mode}, not {request.restore_from!r}"
         return None
 
@@ -236,10 +241,10 @@ def _only_with(field: str, mode: str) -> Callable[[RunRequest, set[str]], str | 
 
 
 _RULES = (
-    _needs("epoch", "checkpoint", " (a committed epoch)"),
-    _needs("offsets", "offsets", ""),
-    _only_with("epoch", "checkpoint"),
-    _only_with("offsets", "offsets"),
-    _needs("savepoint", "savepoint", " (a savepoint name)"),
-    _only_with("savepoint", "savepoint"),
+    _needs("epoch", lambda r: r.epoch, "checkpoint", " (a committed epoch)"),
+    _needs("offsets", lambda r: r.offsets, "offsets", ""),
+    _only_with("epoch", lambda r: r.epoch, "checkpoint"),
+    _only_with("offsets", lambda r: r.offsets, "offsets"),
+    _needs("savepoint", lambda r: r.savepoint, "savepoint", " (a savepoint name)"),
+    _only_with("savepoint", lambda r: r.savepoint, "savepoint"),
 )

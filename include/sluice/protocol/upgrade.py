@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sluice.contracts.records import StateMigration
+from sluice.contracts.records import StateMigration, StateShape
 from sluice.spec.model import STATELESS_SHAPE as STATELESS
 
 __all__ = ["compare_shapes"]
@@ -36,7 +36,7 @@ __all__ = ["compare_shapes"]
 _WHOLE = ("key_by", "event_time", "window", "select")
 
 
-def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:
+def compare_shapes(stored: StateShape, current: StateShape) -> StateMigration:
     """What continuing a snapshot of shape ``stored`` under ``current`` means."""
     if STATELESS in (stored, current):
         return _stateless_change(stored, current)
@@ -52,8 +52,7 @@ def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigr
                 f"{_show(current.get(field))} (all state is dropped)"
             )
             reset_all = True
-    old_aggs: dict[str, str] = stored.get("aggregates") or {}
-    new_aggs: dict[str, str] = current.get("aggregates") or {}
+    old_aggs, new_aggs = _entries(stored.get("aggregates")), _entries(current.get("aggregates"))
     for name in sorted(set(old_aggs) | set(new_aggs)):
         before, after = old_aggs.get(name), new_aggs.get(name)
         if before == after:
@@ -87,7 +86,12 @@ def compare_shapes(stored: dict[str, Any], current: dict[str, Any]) -> StateMigr
     )
 
 
-def _stateless_change(stored: dict[str, Any], current: dict[str, Any]) -> StateMigration:
+def _entries(value: object) -> dict[str, object]:
+    """A shape entry that maps names to values (``aggregates``); absent: empty."""
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _stateless_change(stored: StateShape, current: StateShape) -> StateMigration:
     """A stateless pipeline on either side: only a stateful snapshot can be dropped."""
     if stored == current:
         return StateMigration()
@@ -98,7 +102,7 @@ def _stateless_change(stored: dict[str, Any], current: dict[str, Any]) -> StateM
     return StateMigration(dropped=(dropped,), reset_all=True)
 
 
-def _operator(shape: dict[str, Any]) -> str:
+def _operator(shape: StateShape) -> str:
     if "window" in shape:
         return f"window {_show(shape['window'])}"
     return "stateless" if shape == STATELESS else "a process function"

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.records import Prepared
 from sluice.contracts.sinks import Sink
-from sluice.sinks.exceptions import DeltaSinkError, StagingMissing
+from sluice.sinks.exceptions import DeltaSinkError, StagingMissing, Where
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -82,7 +82,6 @@ __all__ = [
     "DeltaSink",
     "DeltaSinkError",
     "StagingMissing",
-    "read_table",
     "txn_app_id",
     "txn_version",
 ]
@@ -138,7 +137,7 @@ class DeltaSink(Sink):
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
 
-    def _context(self, epoch: int, attempt: str) -> dict[str, Any]:
+    def _context(self, epoch: int, attempt: str) -> Where:
         """What :meth:`_where` names, as a :class:`SinkError`'s attributes."""
         return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
@@ -440,15 +439,3 @@ def txn_version(spark: SparkSession, uri: str, app_id: str) -> int | None:
         return None
     found = snapshot.transactions().get(app_id)
     return int(found.get()) if found.isDefined() else None
-
-
-def read_table(spark: SparkSession, uri: str) -> list[dict[str, Any]]:
-    """Every row of the Delta table at ``uri`` as dicts, in no particular order; timestamps
-    come back timezone-aware in UTC. Empty when there is no table (yet)."""
-    from delta.tables import DeltaTable
-
-    path = to_spark_uri(uri)
-    if not DeltaTable.isDeltaTable(spark, path):
-        return []
-    rows: list[dict[str, Any]] = spark.read.format("delta").load(path).toArrow().to_pylist()
-    return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from sluice.exceptions import SluiceError
 
 __all__ = [
@@ -12,7 +14,17 @@ __all__ = [
     "SinkError",
     "StagingMissing",
     "StagingTableMissing",
+    "Where",
 ]
+
+
+class Where(TypedDict):
+    """The epoch attempt of one sink an error names (a :class:`SinkError`'s attributes)."""
+
+    pipeline: str
+    sink: str
+    epoch: int
+    attempt: str
 
 
 class SinkError(SluiceError):

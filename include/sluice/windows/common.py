@@ -13,7 +13,7 @@ from sluice.operators.records import with_records
 from sluice.windows.aggregates import empty_partials, finalize_sql
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from sluice.spec.model import PipelineSpec
     from sluice.windows.strategy import WindowKind
@@ -34,7 +34,7 @@ def align_window_state(
     """A stored state in the kind's state column order under the spec now: columns of removed
     aggregates are left out; an aggregate that is new, or in ``reset_aggregates``, starts
     empty (sluice.protocol.upgrade)."""
-    empty: dict[str, Any] = {}
+    empty: dict[str, Column] = {}
     zeros = empty_partials(kind.aggregates)
     for agg in kind.aggregates:
         for column, zero in zeros[agg.name].items():

@@ -40,7 +40,7 @@ from sluice.windows.kinds import kind_of
 from sluice.windows.snapshot import snapshot_epoch
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
     from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
@@ -133,7 +133,7 @@ class IncrementalEpoch:
     _tally: Ledger | None = None
     _merged_cache: DataFrame | None = None
     _fates: Ledger | None = None
-    _param_columns: dict[str, Any] | None = None
+    _param_columns: dict[str, Column] | None = None
     indexes: WindowIndexes | None = None  # a process that ran this pipeline before: its own
     _probe: Probe | None = None
     _delta: StatePart | None = None
@@ -190,7 +190,7 @@ class IncrementalEpoch:
             return "false"
         return f"({we} + {self.lateness_us} <= {f'{horizon}L' if scan else '_p_horizon'})"
 
-    def _params(self) -> dict[str, Any]:
+    def _params(self) -> dict[str, Column]:
         """The watermark and the horizon as columns whose generated code is the same every
         epoch (:func:`sluice.jvm.udfs.constant`): with literals, every epoch's stages would
         be compiled anew and run cold."""

@@ -38,7 +38,7 @@ from psycopg2 import sql
 
 from sluice.contracts.records import Prepared
 from sluice.contracts.sinks import Sink
-from sluice.sinks.exceptions import PostgresSinkError, StagingTableMissing
+from sluice.sinks.exceptions import PostgresSinkError, StagingTableMissing, Where
 from sluice.sinks.postgres.catalog import (
     DDL_LOCK,
     FENCE,
@@ -111,7 +111,7 @@ class PostgresSink(Sink):
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
 
-    def _context(self, epoch: int, attempt: str) -> dict[str, Any]:
+    def _context(self, epoch: int, attempt: str) -> Where:
         """What :meth:`_where` names, as a :class:`SinkError`'s attributes."""
         return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
@@ -124,7 +124,7 @@ class PostgresSink(Sink):
         if self.spec.mode == "append":
             df = df.drop(*CHANGELOG_COLUMNS)
         self._ensure_tables(df)
-        details: dict[str, Any] = {"table": f"{self.schema}.{self.table}"}
+        details: dict[str, str] = {"table": f"{self.schema}.{self.table}"}
         if rows > 0:
             name = staging_name(self.pipeline, self.name, epoch, attempt)
             self._spark_write(df, f"{STAGING_SCHEMA}.{name}", "errorifexists", epoch, attempt)

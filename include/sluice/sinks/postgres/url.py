@@ -75,8 +75,9 @@ class PostgresUrl:
         suffix = f"/{table}" if table else ""
         return f"postgresql://{host}:{self.port}/{self.dbname}{suffix}"
 
-    def connect_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = dict(self.params)
+    def connect_kwargs(self) -> dict[str, str | int]:
+        """psycopg2.connect's keyword arguments."""
+        kwargs: dict[str, str | int] = dict(self.params)
         kwargs.update(host=self.host, port=self.port, dbname=self.dbname)
         if self.user:
             kwargs["user"] = self.user

@@ -262,7 +262,7 @@ class WindowConfig(ComponentConfig):
     # the fields that make up the state shape (checkpoints store and compare it)
     SHAPE: ClassVar[tuple[str, ...]] = ()
 
-    def shape(self) -> dict[str, Any]:
+    def shape(self) -> dict[str, object]:
         return {"type": self.type, **{f: getattr(self, f) for f in self.SHAPE}}
 
     @property

@@ -72,7 +72,7 @@ class SessionWindow(_Window):
     max_duration_us: PositiveDuration = Field(default=0, validation_alias="max_duration")
     SHAPE = ("gap_us",)
 
-    def shape(self) -> dict[str, Any]:
+    def shape(self) -> dict[str, object]:
         shape = super().shape()
         if self.max_duration_us:
             shape["max_duration_us"] = self.max_duration_us
