@@ -381,7 +381,7 @@ def _compact(args: argparse.Namespace) -> int:
     # a commit re-run (recovery) moves staged files to their names: never compact them away
     if up_to > latest or (up_to == latest and rt.repo.sinks_committed(latest) is None):
         raise CompactionError(sink.store.uri(), f"epoch {up_to}'s sink commit is not complete")
-    report = compact(sink.store, sink.spec.format, up_to_epoch=up_to)
+    report = compact(sink.store, sink.config.format, up_to_epoch=up_to)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0

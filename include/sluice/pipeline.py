@@ -221,7 +221,7 @@ def _plugin_sink(c: PluginSinkConfig, spec: PipelineSpec, ctx: BuildContext, fie
     built = _plugin(c, spec, field, Sink, spec.name)
     name = built.name if isinstance(built, Sink) and hasattr(built, "name") else None
     if name != c.name:
-        reason = f"its name is {name!r}; set self.name = spec.name"
+        reason = f"its name is {name!r}; set self.name = config.name"
         raise PluginError(spec.name, f"{field}.type", c.type, reason)
     result: Sink = built
     return result

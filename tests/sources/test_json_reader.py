@@ -124,7 +124,7 @@ def _read(spark: Any, src: FilesSource) -> dict[tuple[str, int], dict[str, Any]]
     rng = src.plan_range(src.initial_offset(), None)
     assert rng is not None
     frame = src.read(spark, rng)
-    assert tuple(frame.columns) == RECORD_COLUMNS + tuple(c for c, _ in src.spec.schema)
+    assert tuple(frame.columns) == RECORD_COLUMNS + tuple(c for c, _ in src.config.schema)
     rows = [r.asDict() for r in frame.collect()]
     keyed = {(r["_file"], r["_line"]): r for r in rows}
     assert len(keyed) == len(rows), "a line read twice"

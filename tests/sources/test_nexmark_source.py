@@ -103,10 +103,10 @@ def test_plan_caps_records_of_the_kind_exactly(kind: EventKind) -> None:
     for start, max_records in [(0, 1), (7, 2), (30, 100), (1234, 777)]:
         rng = src.plan_range(NexmarkOffset(start), None, max_records)
         assert rng is not None
-        held = count_events(kind, start, rng.stop, src.config)
+        held = count_events(kind, start, rng.stop, src.generator)
         assert held <= max_records
         # maximal: one more event would be one record too many
-        assert count_events(kind, start, rng.stop + 1, src.config) > max_records
+        assert count_events(kind, start, rng.stop + 1, src.generator) > max_records
     # the per-epoch cap still applies when the records would allow more
     rng = src.plan_range(NexmarkOffset(0), None, 10**9)
     assert rng is not None and rng.stop == 100_000
@@ -154,7 +154,7 @@ def test_spec_builds_the_source(tmp_path: Path) -> None:
     assert isinstance(src, NexmarkSource)
     assert (src.kind, src.first_event, src.stop) == (EventKind.BID, 50, 1050)
     assert (src.events_per_epoch, src.partitions) == (300, 4)
-    assert src.config == NexmarkConfig(seed=3, events_per_second=100)
+    assert src.generator == NexmarkConfig(seed=3, events_per_second=100)
     defaults = NexmarkSource(parse_spec(spec_dict(tmp_path)).source)
     assert (defaults.stop, defaults.events_per_epoch, defaults.partitions) == (None, 100_000, 1)
 
@@ -201,7 +201,7 @@ def read(spark: Any, src: NexmarkSource, ranges: list[tuple[int, int]]) -> pa.Ta
     tables = []
     for start, stop in ranges:
         frame = src.read(spark, NexmarkRange(NexmarkOffset(start), stop))
-        assert tuple(frame.columns) == RECORD_COLUMNS + tuple(c for c, _ in src.spec.schema)
+        assert tuple(frame.columns) == RECORD_COLUMNS + tuple(c for c, _ in src.config.schema)
         tables.append(frame.toArrow())
     return pa.concat_tables(tables).sort_by("_line")
 

@@ -12,7 +12,7 @@ sinks:
 The protocol, all inside the one database file so that a single transaction spans it:
 
 1. *prepare*, one transaction: create the target table if missing (columns typed from the
-   output; upsert: primary key on the row identity ``spec.keys``), then copy the epoch's rows
+   output; upsert: primary key on the row identity ``config.keys``), then copy the epoch's rows
    into a staging table that this attempt alone owns,
    ``_sluice_stage_<hash(pipeline, sink)>_e<epoch>_<hash(attempt)>``. Readers of the target
    never see it; a zombie attempt writes to its own table, never to the winner's.
@@ -67,18 +67,18 @@ _ISO_UTC = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # XXX: 'Z' in UTC
 
 class SqliteSink(Sink):
     """Writes ``options.table`` in the SQLite file ``options.path``. Built by the engine as
-    ``SqliteSink(spec, options, pipeline_name)``."""
+    ``SqliteSink(config, options, pipeline_name)``."""
 
-    def __init__(self, spec: PluginSinkConfig, options: dict[str, Any], pipeline: str) -> None:
-        opts = Options(f"pipeline {pipeline}, sink {spec.name}", options, {"path", "table"})
-        if spec.mode == "upsert" and not spec.keys:
+    def __init__(self, config: PluginSinkConfig, options: dict[str, Any], pipeline: str) -> None:
+        opts = Options(f"pipeline {pipeline}, sink {config.name}", options, {"path", "table"})
+        if config.mode == "upsert" and not config.keys:
             raise SqliteSinkError(
-                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
                 pipeline=pipeline,
-                sink=spec.name,
+                sink=config.name,
             )
-        self.name = spec.name
-        self.spec = spec
+        self.name = config.name
+        self.config = config
         self.pipeline = pipeline
         self.path = opts.text("path")
         self.table = opts.identifier("table")
@@ -103,7 +103,7 @@ class SqliteSink(Sink):
         """Create the target if missing and stage the rows (nothing for an empty epoch)."""
         if rows is None:  # not counted by the engine: count first
             rows = df.count()
-        frame = _storable(df.drop(*CHANGELOG_COLUMNS) if self.spec.mode == "append" else df)
+        frame = _storable(df.drop(*CHANGELOG_COLUMNS) if self.config.mode == "append" else df)
         columns = [(f.name, _sqlite_type(f.dataType)) for f in frame.schema.fields]
         data = [tuple(row) for row in frame.collect()]
         self._check_keys([c for c, _ in columns], data, epoch, attempt)
@@ -122,15 +122,15 @@ class SqliteSink(Sink):
     ) -> None:
         """Refuse, before the checkpoint, upsert rows that commit could never publish: a key
         column missing or null, or a key upserted twice in one epoch."""
-        if self.spec.mode != "upsert":
+        if self.config.mode != "upsert":
             return
-        missing = [k for k in self.spec.keys if k not in columns]
+        missing = [k for k in self.config.keys if k not in columns]
         if missing:
             raise SqliteSinkError(
                 f"{self._where(epoch, attempt)}: key columns {missing} are not in the output",
                 **self._context(epoch, attempt),
             )
-        at = [columns.index(k) for k in self.spec.keys]
+        at = [columns.index(k) for k in self.config.keys]
         op = columns.index("_op")
         seen: set[tuple[Any, ...]] = set()
         for row in data:
@@ -148,8 +148,8 @@ class SqliteSink(Sink):
         _ensure_fence(conn)
         data = [(c, t) for c, t in columns if c not in CHANGELOG_COLUMNS]
         defs = [f"{quote(c)} {t}" for c, t in data]
-        if self.spec.mode == "upsert":
-            defs.append(f"PRIMARY KEY ({', '.join(map(quote, self.spec.keys))})")
+        if self.config.mode == "upsert":
+            defs.append(f"PRIMARY KEY ({', '.join(map(quote, self.config.keys))})")
         conn.execute(f"CREATE TABLE IF NOT EXISTS {quote(self.table)} ({', '.join(defs)})")
         existing = _columns(conn, self.table)
         absent = [c for c, _ in data if c not in existing]
@@ -192,15 +192,15 @@ class SqliteSink(Sink):
         columns = [c for c in _columns(conn, staging) if c not in CHANGELOG_COLUMNS]
         cols = ", ".join(map(quote, columns))
         target, source = quote(self.table), quote(staging)
-        if self.spec.mode == "append":
+        if self.config.mode == "append":
             conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {source}")
             return
-        keys = ", ".join(map(quote, self.spec.keys))
+        keys = ", ".join(map(quote, self.config.keys))
         conn.execute(
             f"DELETE FROM {target} WHERE ({keys}) IN "
             f"(SELECT {keys} FROM {source} WHERE _op = 'delete')"
         )
-        values = [quote(c) for c in columns if c not in self.spec.keys]
+        values = [quote(c) for c in columns if c not in self.config.keys]
         action = (
             "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in values)
             if values

@@ -98,7 +98,7 @@ class SqliteRange(SourceRange):
 class SqliteSource(Source[SqliteOffset, SqliteRange]):
     """Rows of ``options.table`` in ``options.path``, in id order, at most
     ``options.rows_per_epoch`` per epoch. Built by the engine as
-    ``SqliteSource(spec, options, event_time_column)``, for ``type: sqlite`` (its config's
+    ``SqliteSource(config, options, event_time_column)``, for ``type: sqlite`` (its config's
     settings as options) and ``type: sluice.examples:SqliteSource``."""
 
     offset_type = SqliteOffset
@@ -106,9 +106,9 @@ class SqliteSource(Source[SqliteOffset, SqliteRange]):
 
     unit_name = "rows"
 
-    def __init__(self, spec: SourceConfig, options: dict[str, Any], event_time: str) -> None:
+    def __init__(self, config: SourceConfig, options: dict[str, Any], event_time: str) -> None:
         opts = Options("sqlite source", options, {"path", "table", "id_column", "rows_per_epoch"})
-        self.spec = spec
+        self.config = config
         self.path = opts.text("path")
         self.table = opts.identifier("table")
         self.id_column = opts.identifier("id_column", "id")
@@ -171,7 +171,7 @@ class SqliteSource(Source[SqliteOffset, SqliteRange]):
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
         """Exactly the rows with ids in ``[start, stop)``, typed; the same rows every call."""
         assert isinstance(rng, SqliteRange)
-        columns = [c for c, _ in self.spec.schema]
+        columns = [c for c, _ in self.config.schema]
         selected = ", ".join([self._id, *map(quote, columns)])
         rows = self._query(
             f"SELECT {selected} FROM {quote(self.table)} "
@@ -181,17 +181,17 @@ class SqliteSource(Source[SqliteOffset, SqliteRange]):
         if len(rows) != rng.rows:
             raise RangeChanged(self.location, rng.start.next_id, rng.stop, rng.rows, len(rows))
         frame = spark.createDataFrame([self._record(row) for row in rows], self._text_schema())
-        return _typed(frame, self.spec.schema, self.required, [])  # never malformed
+        return _typed(frame, self.config.schema, self.required, [])  # never malformed
 
     def _record(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         """``(_file, _major, _line, _raw, _j)``; ``_j`` holds every value as text."""
-        row_id, values = row[0], dict(zip(self.spec.schema, row[1:], strict=True))
+        row_id, values = row[0], dict(zip(self.config.schema, row[1:], strict=True))
         raw = {self.id_column: row_id, **{c: _jsonable(v) for (c, _), v in values.items()}}
         texts = tuple(_text(v, kind) for (_, kind), v in values.items())
         return (self.table, 0, row_id, json.dumps(raw), texts)
 
     def _text_schema(self) -> str:
-        texts = ", ".join(f"`{c}`: string" for c, _ in self.spec.schema)
+        texts = ", ".join(f"`{c}`: string" for c, _ in self.config.schema)
         return f"_file string, _major int, _line bigint, _raw string, _j struct<{texts}>"
 
     @property

@@ -109,22 +109,22 @@ class DeltaSink(Sink):
 
     def __init__(
         self,
-        spec: DeltaSinkConfig,
+        config: DeltaSinkConfig,
         store: ObjectStore,
         pipeline: str,
         spark: Callable[[], SparkSession],
     ) -> None:
-        if spec.mode == "upsert" and not spec.keys:
+        if config.mode == "upsert" and not config.keys:
             raise DeltaSinkError(
-                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
                 pipeline=pipeline,
-                sink=spec.name,
+                sink=config.name,
             )
-        self.name = spec.name
-        self.spec = spec
+        self.name = config.name
+        self.config = config
         self.store = store
         self.pipeline = pipeline
-        self.app_id = txn_app_id(pipeline, spec.name)
+        self.app_id = txn_app_id(pipeline, config.name)
         self.table_uri = to_spark_uri(store.uri())
         self._spark = spark
 
@@ -160,18 +160,18 @@ class DeltaSink(Sink):
             rows = df.count()
         if rows == 0:
             return self._prepared(epoch, attempt, 0)
-        if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
+        if self.config.mode == "append":  # the changelog columns belong to upsert sinks only
             df = df.drop(*CHANGELOG_COLUMNS)
         else:
             self._check_columns(df.columns, epoch, attempt)
         prefix = self.staging_prefix(epoch, attempt)
         df.write.mode("errorifexists").parquet(self._staging_uri(prefix))
-        if self.spec.mode == "upsert":
+        if self.config.mode == "upsert":
             self._refuse_repeated_keys(prefix, epoch, attempt)
         return self._prepared(epoch, attempt, rows, staging=prefix)
 
     def _check_columns(self, columns: list[str], epoch: int, attempt: str) -> None:
-        missing = [c for c in (*self.spec.keys, *CHANGELOG_COLUMNS) if c not in columns]
+        missing = [c for c in (*self.config.keys, *CHANGELOG_COLUMNS) if c not in columns]
         if missing:
             raise DeltaSinkError(
                 f"{self._where(epoch, attempt)}: the upsert's columns {missing} are not in the "
@@ -187,7 +187,7 @@ class DeltaSink(Sink):
         or inserts the key twice): fail here, before the checkpoint, not in every retry of
         the commit."""
         staged = self._spark().read.parquet(self._staging_uri(prefix))
-        keys = list(self.spec.keys)
+        keys = list(self.config.keys)
         repeated = staged.groupBy(*keys).count().where("count > 1").limit(1).collect()
         if repeated:
             self.store.delete_prefix(prefix)
@@ -230,7 +230,7 @@ class DeltaSink(Sink):
                 )
             if prepared.retract_after is not None:
                 self._replace(prepared, staging)
-            elif self.spec.mode == "upsert":
+            elif self.config.mode == "upsert":
                 self._merge(prepared.epoch, staging)
             else:
                 self._append(prepared.epoch, staging)
@@ -252,8 +252,8 @@ class DeltaSink(Sink):
             .option("txnAppId", self.app_id)
             .option("txnVersion", str(epoch))
         )
-        if self.spec.partition_by:
-            writer = writer.partitionBy(*self.spec.partition_by)
+        if self.config.partition_by:
+            writer = writer.partitionBy(*self.config.partition_by)
         writer.save(self.table_uri)
 
     def _merge(self, epoch: int, staging: str) -> None:
@@ -265,7 +265,7 @@ class DeltaSink(Sink):
         staged = session.read.parquet(self._staging_uri(staging))
         self._ensure_table(session, staged.drop(*CHANGELOG_COLUMNS).schema)
         columns = [c for c in staged.columns if c not in CHANGELOG_COLUMNS]
-        keys = list(self.spec.keys)
+        keys = list(self.config.keys)
         on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in keys)
         builder = (
             DeltaTable.forPath(session, self.table_uri)
@@ -299,7 +299,7 @@ class DeltaSink(Sink):
         version = self.version_at(prepared.retract_after)
         if version is None:  # nothing published after the rewind's epoch: a plain commit
             if prepared.rows:
-                if self.spec.mode == "upsert":
+                if self.config.mode == "upsert":
                     self._merge(prepared.epoch, staging)
                 else:
                     self._append(prepared.epoch, staging)
@@ -311,8 +311,8 @@ class DeltaSink(Sink):
         result = base
         if prepared.rows:
             staged = spark.read.parquet(self._staging_uri(staging))
-            if self.spec.mode == "upsert":
-                keys = list(self.spec.keys)
+            if self.config.mode == "upsert":
+                keys = list(self.config.keys)
                 upserts = staged.where("_op = 'upsert'").drop(*CHANGELOG_COLUMNS)
                 if base is not None:
                     on = [base[k].eqNullSafe(staged[k]) for k in keys]
@@ -330,8 +330,8 @@ class DeltaSink(Sink):
             .option("txnAppId", self.app_id)
             .option("txnVersion", str(prepared.epoch))
         )
-        if self.spec.partition_by:
-            writer = writer.partitionBy(*self.spec.partition_by)
+        if self.config.partition_by:
+            writer = writer.partitionBy(*self.config.partition_by)
         writer.save(self.table_uri)
 
     def version_at(self, epoch: int) -> int | None:
@@ -375,8 +375,8 @@ class DeltaSink(Sink):
             return
         empty = spark.createDataFrame([], schema)
         writer = empty.write.format("delta").mode("append")
-        if self.spec.partition_by:
-            writer = writer.partitionBy(*self.spec.partition_by)
+        if self.config.partition_by:
+            writer = writer.partitionBy(*self.config.partition_by)
         try:
             writer.save(self.table_uri)
         except Exception:
@@ -412,7 +412,7 @@ class DeltaSink(Sink):
         Upsert sinks stage and commit."""
         if rows is None:  # not counted by the engine: count first
             rows = df.count()
-        if self.spec.mode == "upsert":
+        if self.config.mode == "upsert":
             return super().write(epoch, attempt, df, rows)
         if rows > 0:
             try:

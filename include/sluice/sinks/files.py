@@ -65,9 +65,9 @@ class FilesSink(Sink):
     supports_retraction = True
     counts_rows = True
 
-    def __init__(self, spec: FilesSinkConfig, store: ObjectStore) -> None:
-        self.name = spec.name
-        self.spec = spec
+    def __init__(self, config: FilesSinkConfig, store: ObjectStore) -> None:
+        self.name = config.name
+        self.config = config
         self.store = store
 
     def staging_prefix(self, epoch: int, attempt: str) -> str:
@@ -78,7 +78,7 @@ class FilesSink(Sink):
         ``rows`` None: counted as they are written)."""
         if rows == 0:
             return Prepared(self.name, self.store.uri(), epoch, attempt, 0)
-        if self.spec.mode == "append":  # the changelog columns belong to upsert sinks only
+        if self.config.mode == "append":  # the changelog columns belong to upsert sinks only
             df = df.drop("_op", "_epoch")
         prefix = self.staging_prefix(epoch, attempt)
         if rows is None:
@@ -92,7 +92,7 @@ class FilesSink(Sink):
                 return Prepared(self.name, self.store.uri(), epoch, attempt, 0)
         else:
             self._write(df, rows, prefix)
-        staged_ext, final_ext = EXTENSIONS[self.spec.format]
+        staged_ext, final_ext = EXTENSIONS[self.config.format]
         staged = [
             i
             for i in self.store.list(prefix)
@@ -111,7 +111,7 @@ class FilesSink(Sink):
         folder and epoch unless it has more than ``ROWS_PER_FILE`` rows)."""
         target = to_spark_uri(self.store.uri(prefix.rstrip("/")))
         cores = df.sparkSession.sparkContext.defaultParallelism
-        columns = list(self.spec.partition_by)
+        columns = list(self.config.partition_by)
         # not counted (rows None): as many files as the frame has partitions
         tasks = (
             0
@@ -129,7 +129,7 @@ class FilesSink(Sink):
             writer = df.coalesce(tasks).write.mode("errorifexists")
         else:
             writer = df.write.mode("errorifexists").option("maxRecordsPerFile", ROWS_PER_FILE)
-        if self.spec.format == "parquet":
+        if self.config.format == "parquet":
             writer.parquet(target)
         else:
             writer.option("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX").option(

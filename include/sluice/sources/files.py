@@ -111,7 +111,7 @@ class FilesRange(SourceRange):
 
 
 class FilesSource(Source[FilesOffset, FilesRange]):
-    """Files under ``spec.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
+    """Files under ``config.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
 
     ``history`` returns every file key earlier epochs planned, given how to read the keys out
     of a stored range (:meth:`units_of`: the protocol never looks inside a range); it is only
@@ -123,7 +123,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
 
     def __init__(
         self,
-        spec: FilesSourceConfig,
+        config: FilesSourceConfig,
         store: ObjectStore,
         *,
         required: tuple[str, ...] = (),
@@ -131,7 +131,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             lambda _units: set()
         ),
     ) -> None:
-        self.spec = spec
+        self.config = config
         self.store = store
         self.required = required
         self.history = history
@@ -157,7 +157,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         changed = self._check_behind(start, behind)
         unread = [k for k in keys if after is None or self.order(k) > after]
         fresh = unread
-        limit = max_units or self.spec.max_files_per_epoch
+        limit = max_units or self.config.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
         self._check_names(fresh)
@@ -166,7 +166,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         if not fresh:
             return None
         waiting: tuple[str, ...] = ()
-        if self.spec.partition_by == "directory":
+        if self.config.partition_by == "directory":
             waiting = tuple(sorted({k.split("/", 1)[0] for k in unread[len(fresh) :] if "/" in k}))
         return FilesRange(start, tuple(fresh), changed, waiting)
 
@@ -212,12 +212,12 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         """Records in one file as the reader sees them: non-blank lines (minus a CSV header),
         or the Parquet row count from the footer."""
         data = self.store.get(key)
-        if self.spec.format == "parquet":
+        if self.config.format == "parquet":
             import pyarrow.parquet as pq  # Parquet sources only (DAG parsing never counts)
 
             return int(pq.ParquetFile(io.BytesIO(data)).metadata.num_rows)
         lines = sum(1 for line in data.split(b"\n") if line.strip())
-        if self.spec.format == "csv" and self.spec.header and lines:
+        if self.config.format == "csv" and self.config.header and lines:
             lines -= 1
         return lines
 
@@ -241,7 +241,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
 
     def order(self, key: str) -> tuple[str, str]:
         """The read order of a key: (name inside its partition, partition)."""
-        if self.spec.partition_by == "directory" and "/" in key:
+        if self.config.partition_by == "directory" and "/" in key:
             partition, rest = key.split("/", 1)
             return (rest, partition)
         return (key, "")
@@ -282,14 +282,14 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
             for i, k in enumerate(rng.files)
         ]
-        schema = self.spec.schema
+        schema = self.config.schema
         try:
-            if self.spec.format == "parquet":
+            if self.config.format == "parquet":
                 metas = footers(self.store, list(rng.files))
                 self._footers = {rng.files: metas}
                 frame = parse_parquet(spark, index, schema, self.required, types_of(metas))
-            elif self.spec.format == "csv":
-                frame = parse_csv_lines(spark, index, schema, self.required, self.spec.header)
+            elif self.config.format == "csv":
+                frame = parse_csv_lines(spark, index, schema, self.required, self.config.header)
             else:
                 frame = parse_json_lines(spark, index, schema, self.required)
         except Exception:
@@ -297,7 +297,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             if gone:
                 raise PlannedFilesGone(self.store.uri(), gone) from None
             raise
-        if self.spec.partition_by == "directory":
+        if self.config.partition_by == "directory":
             folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
             frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
         return frame
@@ -307,7 +307,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         time of the earlier files of its partition in the range (None: none before it)."""
         assert isinstance(rng, FilesRange)
         metas = self._footers.get(rng.files)
-        if self.spec.format != "parquet" or metas is None:
+        if self.config.format != "parquet" or metas is None:
             return {}
         from sluice.storage.footers import column_maxima
 
@@ -324,9 +324,9 @@ class FilesSource(Source[FilesOffset, FilesRange]):
 
     def partition_of(self, key: str) -> str:
         """The source partition of a file (``_partition`` of its records)."""
-        if self.spec.partition_by == "directory" and "/" in key:
+        if self.config.partition_by == "directory" and "/" in key:
             return key.split("/", 1)[0]
-        return "0" if self.spec.partition_by != "directory" else ""
+        return "0" if self.config.partition_by != "directory" else ""
 
     def _qualified(self, spark: SparkSession, key: str) -> str:
         """The path exactly as Spark reports it in ``_metadata.file_path``. A key of plain

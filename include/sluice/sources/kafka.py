@@ -186,7 +186,7 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
 
     def __init__(
         self,
-        spec: KafkaSourceConfig,
+        config: KafkaSourceConfig,
         *,
         required: tuple[str, ...] = (),
         client: Any = None,
@@ -194,18 +194,18 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
     ) -> None:
         """``connection`` is the URI of the Airflow connection ``source.connection`` names
         (None when it is not defined: the first use of the broker then says so)."""
-        self.spec = spec
+        self.config = config
         self.required = required
-        self.topics: tuple[str, ...] = spec.topics
-        self.bootstrap: str | None = spec.bootstrap_servers
-        self.connection_id: str | None = spec.connection
+        self.topics: tuple[str, ...] = config.topics
+        self.bootstrap: str | None = config.bootstrap_servers
+        self.connection_id: str | None = config.connection
         self._connection = connection
-        self.per_epoch: int | None = spec.max_records_per_epoch
-        self.on_missing: str = spec.on_missing_offsets
-        self.metadata: dict[str, str] = dict(spec.metadata)
-        self.settings: dict[str, str] = dict(spec.kafka)
-        self.raw = spec.format == "raw"
-        self.decode: dict[str, str] = dict(spec.decode)
+        self.per_epoch: int | None = config.max_records_per_epoch
+        self.on_missing: str = config.on_missing_offsets
+        self.metadata: dict[str, str] = dict(config.metadata)
+        self.settings: dict[str, str] = dict(config.kafka)
+        self.raw = config.format == "raw"
+        self.decode: dict[str, str] = dict(config.decode)
         self._client = client
 
     def skipping_missing_input(self) -> KafkaSource:
@@ -476,7 +476,7 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
         if self.raw:
             overrides.update({c: F.col(f"_d_{c}") for c in self.decode})
         parsed = parse_json_frame(
-            frame, self.spec.schema, self.required, overrides, parse=not self.raw,
+            frame, self.config.schema, self.required, overrides, parse=not self.raw,
             valid_utf8=None if self.raw else "_utf8",
         )  # fmt: skip
         return parsed.withColumn("_partition", F.col("_kp")).drop("_kp")

@@ -116,19 +116,19 @@ class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
     offset_type = NexmarkOffset
     range_type = NexmarkRange
 
-    def __init__(self, spec: NexmarkSourceConfig) -> None:
-        self.spec = spec  # validated: counts positive, first_event >= 0
-        self.kind = EventKind(spec.events)
-        self.config = NexmarkConfig.from_dict(dict(spec.generator))
-        self.first_event = spec.first_event
-        max_events = spec.max_events
+    def __init__(self, config: NexmarkSourceConfig) -> None:
+        self.config = config  # validated: counts positive, first_event >= 0
+        self.kind = EventKind(config.events)
+        self.generator = NexmarkConfig.from_dict(dict(config.generator))
+        self.first_event = config.first_event
+        max_events = config.max_events
         self.stop = None if max_events is None else self.first_event + max_events
-        self.events_per_epoch = spec.events_per_epoch
-        self.partitions = spec.partitions
+        self.events_per_epoch = config.events_per_epoch
+        self.partitions = config.partitions
 
     @property
     def location(self) -> str:
-        return self.spec.location
+        return self.config.location
 
     def initial_offset(self) -> NexmarkOffset:
         return NexmarkOffset(self.first_event)
@@ -160,11 +160,11 @@ class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
         """The largest ``s`` in ``[first + 1, stop]`` with at most ``max_records`` records of
         the kind in ``[first, s)`` (``first + 1`` if even one event is too many)."""
         low, high = first + 1, stop
-        if count_events(self.kind, first, high, self.config) <= max_records:
+        if count_events(self.kind, first, high, self.generator) <= max_records:
             return high
         while low < high:  # invariant: the answer is in [low, high)
             mid = (low + high + 1) // 2
-            if count_events(self.kind, first, mid, self.config) <= max_records:
+            if count_events(self.kind, first, mid, self.generator) <= max_records:
                 low = mid
             else:
                 high = mid - 1
@@ -198,7 +198,7 @@ class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
         assert isinstance(rng, NexmarkRange)
         first, total = rng.start.next_event, rng.units
         parallelism = max(1, spark.sparkContext.defaultParallelism)
-        size = max(_MIN_SLICE, min(chunk_size(self.config), math.ceil(total / parallelism)))
+        size = max(_MIN_SLICE, min(chunk_size(self.generator), math.ceil(total / parallelism)))
         slices = math.ceil(total / size)
         generate_slices = functools.partial(
             _generate_slices,
@@ -206,7 +206,7 @@ class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
             stop=rng.stop,
             size=size,
             kind=self.kind,
-            config=self.config,
+            config=self.generator,
             partitions=self.partitions,
         )
         ids = spark.range(0, slices, numPartitions=max(1, min(slices, parallelism)))
@@ -214,7 +214,7 @@ class NexmarkSource(Source[NexmarkOffset, NexmarkRange]):
 
     def spark_schema(self) -> str:
         """The DDL of :meth:`read`'s rows."""
-        columns = [f"`{c}` {SPARK_TYPES[t]}" for c, t in self.spec.schema]
+        columns = [f"`{c}` {SPARK_TYPES[t]}" for c, t in self.config.schema]
         head = "_partition string, _file string, _major int, _line bigint, _raw string"
         return ", ".join([head, "_error string", *columns])
 

@@ -71,30 +71,30 @@ CHANGELOG_COLUMNS = ("_op", "_epoch")
 
 
 class PostgresSink(Sink):
-    """Writes ``spec.table`` through ``url``; see the module docstring for the protocol."""
+    """Writes ``config.table`` through ``url``; see the module docstring for the protocol."""
 
     supports_retraction = True
 
-    def __init__(self, spec: PostgresSinkConfig, url: str, pipeline: str) -> None:
-        if not spec.table:
+    def __init__(self, config: PostgresSinkConfig, url: str, pipeline: str) -> None:
+        if not config.table:
             raise PostgresSinkError(
-                f"pipeline {pipeline}, sink {spec.name}: no table",
+                f"pipeline {pipeline}, sink {config.name}: no table",
                 pipeline=pipeline,
-                sink=spec.name,
+                sink=config.name,
             )
-        if spec.mode == "upsert" and not spec.keys:
+        if config.mode == "upsert" and not config.keys:
             raise PostgresSinkError(
-                f"pipeline {pipeline}, sink {spec.name}: upsert needs keys",
+                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
                 pipeline=pipeline,
-                sink=spec.name,
+                sink=config.name,
             )
-        self.name = spec.name
-        self.spec = spec
+        self.name = config.name
+        self.config = config
         self.pipeline = pipeline
-        self.schema, self.table = split_table(spec.table)
+        self.schema, self.table = split_table(config.table)
         self._url = PostgresUrl.parse(url)
         self._undo_log = UndoLog(
-            pipeline, spec.name, self.schema, self.table, spec.mode, tuple(spec.keys)
+            pipeline, config.name, self.schema, self.table, config.mode, tuple(config.keys)
         )
 
     def __repr__(self) -> str:
@@ -121,7 +121,7 @@ class PostgresSink(Sink):
         """Create the target if missing, then stage the rows (nothing for an empty epoch)."""
         if rows is None:  # not counted by the engine: count first
             rows = df.count()
-        if self.spec.mode == "append":
+        if self.config.mode == "append":
             df = df.drop(*CHANGELOG_COLUMNS)
         self._ensure_tables(df)
         details: dict[str, str] = {"table": f"{self.schema}.{self.table}"}
@@ -138,8 +138,8 @@ class PostgresSink(Sink):
         """Schemas, the fence table and the target (typed from ``df``), each if missing."""
         data = [f for f in df.schema.fields if f.name not in CHANGELOG_COLUMNS]
         columns = [(f.name, pg_type(f.name, f.dataType)) for f in data]
-        missing_keys = [k for k in self.spec.keys if k not in {c for c, _ in columns}]
-        if self.spec.mode == "upsert" and missing_keys:
+        missing_keys = [k for k in self.config.keys if k not in {c for c, _ in columns}]
+        if self.config.mode == "upsert" and missing_keys:
             raise PostgresSinkError(
                 f"pipeline {self.pipeline}, sink {self.name}: key columns {missing_keys} are not "
                 f"in the output columns {[c for c, _ in columns]}",
@@ -165,10 +165,10 @@ class PostgresSink(Sink):
 
     def _create_target(self, columns: list[tuple[str, str]]) -> sql.Composed:
         defs = [sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in columns]
-        if self.spec.mode == "append":
+        if self.config.mode == "append":
             defs.append(sql.SQL("{} bigint").format(sql.Identifier(EPOCH_COLUMN)))
-        if self.spec.mode == "upsert":
-            keys = sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))
+        if self.config.mode == "upsert":
+            keys = sql.SQL(", ").join(map(sql.Identifier, self.config.keys))
             defs.append(sql.SQL("PRIMARY KEY ({})").format(keys))
         return sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
             self._target, sql.SQL(", ").join(defs)
@@ -212,17 +212,17 @@ class PostgresSink(Sink):
 
     def _unpublishable(self, cur: Any, table: sql.Identifier) -> str | None:
         """Why the staged rows cannot go into the upsert's primary key, or None."""
-        if self.spec.mode != "upsert":
+        if self.config.mode != "upsert":
             return None
-        keys = sql.SQL(", ").join(map(sql.Identifier, self.spec.keys))
+        keys = sql.SQL(", ").join(map(sql.Identifier, self.config.keys))
         null = sql.SQL(" OR ").join(
-            sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in self.spec.keys
+            sql.SQL("{} IS NULL").format(sql.Identifier(k)) for k in self.config.keys
         )
         cur.execute(sql.SQL("SELECT {} FROM {} WHERE {} LIMIT 1").format(keys, table, null))
         row = cur.fetchone()
         if row is not None:
             return (
-                f"key {dict(zip(self.spec.keys, row, strict=True))} has a null in the primary key"
+                f"key {dict(zip(self.config.keys, row, strict=True))} has a null in the primary key"
             )
         cur.execute(
             sql.SQL(
@@ -231,7 +231,7 @@ class PostgresSink(Sink):
         )
         row = cur.fetchone()
         if row is not None:
-            return f"key {dict(zip(self.spec.keys, row, strict=True))} is upserted twice"
+            return f"key {dict(zip(self.config.keys, row, strict=True))} is upserted twice"
         return None
 
     # -- commit -------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class PostgresSink(Sink):
             c for c in column_names(cur, *split_table(staging)) if c not in CHANGELOG_COLUMNS
         ]
         cols = sql.SQL(", ").join(map(sql.Identifier, columns))
-        if self.spec.mode == "append":
+        if self.config.mode == "append":
             cur.execute(
                 sql.SQL("INSERT INTO {} ({}, {}) SELECT {}, %s FROM {}").format(
                     self._target, cols, sql.Identifier(EPOCH_COLUMN), cols, source
@@ -283,7 +283,7 @@ class PostgresSink(Sink):
                 (prepared.epoch,),
             )
             return
-        keys = self.spec.keys
+        keys = self.config.keys
         match = sql.SQL(" AND ").join(
             sql.SQL("t.{k} = s.{k}").format(k=sql.Identifier(k)) for k in keys
         )
@@ -316,7 +316,7 @@ class PostgresSink(Sink):
 
     def forget_through(self, epoch: int) -> None:
         """No rewind will go below ``epoch`` any more: drop the undo rows it cannot need."""
-        if self.spec.mode != "upsert":
+        if self.config.mode != "upsert":
             return
         with connect(self._url) as conn, conn, conn.cursor() as cur:
             self._undo_log.forget_through(cur, epoch)
@@ -345,7 +345,7 @@ class PostgresSink(Sink):
         sinks stage and commit, which a replay cannot duplicate."""
         if rows is None:  # not counted by the engine: count first
             rows = df.count()
-        if self.spec.mode == "upsert":
+        if self.config.mode == "upsert":
             return super().write(epoch, attempt, df, rows)
         from pyspark.sql import functions as F
 
