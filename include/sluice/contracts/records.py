@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 __all__ = [
     "DEFAULT_SOURCE",
@@ -21,6 +21,9 @@ __all__ = [
     "EngineInfo",
     "EpochResult",
     "EpochStats",
+    "Handle",
+    "HandleT",
+    "NoHandle",
     "OutputFate",
     "Plan",
     "Prepared",
@@ -323,9 +326,36 @@ class StagedFile:
         return cls(data["staged_key"], data["final_key"], int(data["size"]))
 
 
+class Handle(Protocol):
+    """What one sink type knows about an epoch it staged besides the files (a staging table, a
+    transaction id): a small frozen record, stored as :attr:`Prepared.details`. A sink is
+    typed by its handle (:class:`~sluice.contracts.sinks.Sink`); None fields are not stored."""
+
+    def to_dict(self) -> dict[str, str | int | None]: ...
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self: ...
+
+
+HandleT = TypeVar("HandleT", bound=Handle)
+
+
+@dataclass(frozen=True)
+class NoHandle:
+    """The handle of a sink whose staged files say everything (files, the in-memory sink)."""
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NoHandle:
+        return cls()
+
+
 @dataclass(frozen=True)
 class Prepared:
-    """What ``prepare`` staged: enough for any later process to commit or abort it."""
+    """What ``prepare`` staged: enough for any later process to commit or abort it. A sink
+    reads its own facts back typed with :meth:`handle`."""
 
     sink: str
     uri: str
@@ -338,7 +368,27 @@ class Prepared:
     # a rewind's first epoch: commit also retracts the output of the epochs after this one
     retract_after: int | None = None
 
+    @classmethod
+    def of(
+        cls,
+        sink: str,
+        uri: str,
+        epoch: int,
+        attempt: str,
+        rows: int,
+        handle: Handle,
+        files: tuple[StagedFile, ...] = (),
+    ) -> Prepared:
+        """What a sink staged, its own facts given as its handle."""
+        details = tuple(sorted((k, v) for k, v in handle.to_dict().items() if v is not None))
+        return cls(sink, uri, epoch, attempt, rows, files, details)
+
+    def handle(self, kind: type[HandleT]) -> HandleT:
+        """The sink's facts as its handle type."""
+        return kind.from_dict(dict(self.details))
+
     def detail(self, name: str, default: Any = None) -> Any:
+        """One stored fact by name (sinks of your own without a handle type)."""
         return dict(self.details).get(name, default)
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,9 +24,9 @@ any more (retention), so history kept for retraction can go.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic
 
-from sluice.contracts.records import Prepared
+from sluice.contracts.records import HandleT, Prepared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,8 +34,13 @@ if TYPE_CHECKING:
 __all__ = ["Sink"]
 
 
-class Sink(ABC):
-    """A two-phase-commit output (see the module docstring for the guarantees)."""
+class Sink(ABC, Generic[HandleT]):
+    """A two-phase-commit output (see the module docstring for the guarantees), typed by its
+    handle: what it records about a staged epoch besides the files (``Sink[NoHandle]`` when
+    the files say everything). ``prepare`` returns ``Prepared.of(..., handle)``; ``commit`` and
+    ``abort`` read it back with :meth:`handle`."""
+
+    handle_type: type[HandleT]
 
     name: str
     supports_retraction: bool = False
@@ -47,6 +52,10 @@ class Sink(ABC):
     @abstractmethod
     def prepare(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
         """Stage ``df`` (``rows`` rows; None only for a sink whose ``counts_rows`` is True)."""
+
+    def handle(self, prepared: Prepared) -> HandleT:
+        """The handle ``prepare`` stored in ``prepared``."""
+        return prepared.handle(self.handle_type)
 
     @abstractmethod
     def commit(self, prepared: Prepared) -> None: ...
@@ -76,5 +85,5 @@ class Sink(ABC):
             )
         return None
 
-    def forget_through(self, epoch: int) -> None:  # noqa: B027 (optional hook)
+    def forget_through(self, epoch: int) -> None:
         """No rewind will go below ``epoch`` any more; the default keeps nothing extra."""

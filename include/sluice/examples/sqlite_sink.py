@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,26 @@ CHANGELOG_COLUMNS = ("_op", "_epoch")
 _ISO_UTC = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # XXX: 'Z' in UTC
 
 
-class SqliteSink(Sink):
+@dataclass(frozen=True)
+class SqliteStaged:
+    """The sink's handle: the target table and the epoch's staging table (None: no rows)."""
+
+    table: str
+    staging_table: str | None = None
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {"table": self.table, "staging_table": self.staging_table}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SqliteStaged:
+        return cls(str(data["table"]), data.get("staging_table"))
+
+
+class SqliteSink(Sink[SqliteStaged]):
     """Writes ``options.table`` in the SQLite file ``options.path``. Built by the engine as
     ``SqliteSink(config, options, pipeline_name)``."""
+
+    handle_type = SqliteStaged
 
     def __init__(self, config: PluginSinkConfig, options: dict[str, Any], pipeline: str) -> None:
         opts = Options(f"pipeline {pipeline}, sink {config.name}", options, {"path", "table"})
@@ -112,10 +130,8 @@ class SqliteSink(Sink):
             self._ensure_target(conn, columns)
             if staging is not None:
                 _stage(conn, staging, columns, data)
-        details = {"table": self.table, **({"staging_table": staging} if staging else {})}
-        return Prepared(
-            self.name, self.uri, epoch, attempt, len(data), details=tuple(sorted(details.items()))
-        )
+        staged = SqliteStaged(self.table, staging)
+        return Prepared.of(self.name, self.uri, epoch, attempt, len(data), staged)
 
     def _check_keys(
         self, columns: list[str], data: list[tuple[Any, ...]], epoch: int, attempt: str
@@ -166,7 +182,7 @@ class SqliteSink(Sink):
     def commit(self, prepared: Prepared) -> None:
         """Fence row, then (if it is new) the staged rows, then drop staging: one transaction.
         Idempotent; racing commits serialise on SQLite's write lock."""
-        staging = prepared.detail("staging_table")
+        staging = self.handle(prepared).staging_table
         with transaction(self.path) as conn:
             _ensure_fence(conn)
             if self._insert_fence(conn, prepared):
@@ -214,7 +230,7 @@ class SqliteSink(Sink):
     # -- abort and recovery -------------------------------------------------------------------
 
     def abort(self, prepared: Prepared) -> None:
-        staging = prepared.detail("staging_table")
+        staging = self.handle(prepared).staging_table
         if staging and Path(self.path).exists():
             with transaction(self.path) as conn:
                 conn.execute(f"DROP TABLE IF EXISTS {quote(staging)}")

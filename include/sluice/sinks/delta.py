@@ -62,6 +62,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.records import Prepared
@@ -98,7 +99,23 @@ def txn_app_id(pipeline: str, sink: str) -> str:
     return f"sluice:{pipeline}:{sink}"
 
 
-class DeltaSink(Sink):
+@dataclass(frozen=True)
+class DeltaStaged:
+    """A Delta sink's handle: the transaction app id its commits carry and the epoch's staged
+    Parquet prefix (None: no rows staged)."""
+
+    txn_app_id: str
+    staging: str | None = None
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {"txn_app_id": self.txn_app_id, "staging": self.staging}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeltaStaged:
+        return cls(str(data["txn_app_id"]), data.get("staging"))
+
+
+class DeltaSink(Sink[DeltaStaged]):
     """Writes the Delta table at ``store`` (see the module docstring for the protocol).
 
     ``spark`` is called only when a session is needed, so a commit can run in a process that
@@ -106,6 +123,7 @@ class DeltaSink(Sink):
     """
 
     supports_retraction = True
+    handle_type = DeltaStaged
 
     def __init__(
         self,
@@ -141,16 +159,11 @@ class DeltaSink(Sink):
         """What :meth:`_where` names, as a :class:`SinkError`'s attributes."""
         return {"pipeline": self.pipeline, "sink": self.name, "epoch": epoch, "attempt": attempt}
 
-    def _prepared(self, epoch: int, attempt: str, rows: int, **details: Any) -> Prepared:
-        details["txn_app_id"] = self.app_id
-        return Prepared(
-            self.name,
-            self.store.uri(),
-            epoch,
-            attempt,
-            rows,
-            details=tuple(sorted(details.items())),
-        )
+    def _prepared(
+        self, epoch: int, attempt: str, rows: int, staging: str | None = None
+    ) -> Prepared:
+        staged = DeltaStaged(self.app_id, staging)
+        return Prepared.of(self.name, self.store.uri(), epoch, attempt, rows, staged)
 
     # -- prepare ------------------------------------------------------------------------------
 
@@ -386,7 +399,7 @@ class DeltaSink(Sink):
     # -- abort / recovery ---------------------------------------------------------------------
 
     def _staging_of(self, prepared: Prepared) -> str:
-        staging: str | None = prepared.detail("staging")
+        staging = self.handle(prepared).staging
         return staging or self.staging_prefix(prepared.epoch, prepared.attempt)
 
     def abort(self, prepared: Prepared) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from sluice.contracts.records import Prepared, StagedFile
+from sluice.contracts.records import NoHandle, Prepared, StagedFile
 from sluice.contracts.sinks import Sink
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
@@ -61,8 +61,9 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # the folder value Spark writes for a 
 _PART = re.compile(r"(?:^|/)part-(\d{12})-(?:(\d{12})-c)?\d{5}\.[a-z]+$")
 
 
-class FilesSink(Sink):
+class FilesSink(Sink[NoHandle]):
     supports_retraction = True
+    handle_type = NoHandle
     counts_rows = True
 
     def __init__(self, config: FilesSinkConfig, store: ObjectStore) -> None:

@@ -40,6 +40,7 @@ from sluice.contracts import layout
 from sluice.contracts.operators import EpochCounts, EpochFacts, StateUpdate
 from sluice.contracts.records import (
     EngineInfo,
+    NoHandle,
     Plan,
     Prepared,
     StagedFile,
@@ -189,7 +190,7 @@ class MemorySource(Source[MemoryOffset, MemoryRange]):
 STAGING = "_staging/"
 
 
-class RowsSink(Sink):
+class RowsSink(Sink[NoHandle]):
     """Two-phase commit of rows (dicts) as JSON objects in ``store``.
 
     ``_staging/<epoch>-<attempt>/rows.json`` is staged (invisible); ``part-<epoch>-<attempt>
@@ -198,6 +199,8 @@ class RowsSink(Sink):
     write would. ``supports_retraction`` false: a rewind is refused, as for a sink that
     cannot take back output.
     """
+
+    handle_type = NoHandle
 
     counts_rows = True
 

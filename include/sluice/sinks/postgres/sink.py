@@ -32,6 +32,7 @@ Retraction (a rewind, docs/rewind.md) is :mod:`sluice.sinks.postgres.undo`'s.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from psycopg2 import sql
@@ -70,10 +71,27 @@ __all__ = ["CHANGELOG_COLUMNS", "PostgresSink"]
 CHANGELOG_COLUMNS = ("_op", "_epoch")
 
 
-class PostgresSink(Sink):
+@dataclass(frozen=True)
+class PostgresStaged:
+    """A postgres sink's handle: the target table and the epoch's staging table (None: the
+    epoch had no rows, or they were written directly)."""
+
+    table: str
+    staging_table: str | None = None
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {"table": self.table, "staging_table": self.staging_table}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PostgresStaged:
+        return cls(str(data["table"]), data.get("staging_table"))
+
+
+class PostgresSink(Sink[PostgresStaged]):
     """Writes ``config.table`` through ``url``; see the module docstring for the protocol."""
 
     supports_retraction = True
+    handle_type = PostgresStaged
 
     def __init__(self, config: PostgresSinkConfig, url: str, pipeline: str) -> None:
         if not config.table:
@@ -124,15 +142,13 @@ class PostgresSink(Sink):
         if self.config.mode == "append":
             df = df.drop(*CHANGELOG_COLUMNS)
         self._ensure_tables(df)
-        details: dict[str, str] = {"table": f"{self.schema}.{self.table}"}
+        staged = PostgresStaged(f"{self.schema}.{self.table}")
         if rows > 0:
             name = staging_name(self.pipeline, self.name, epoch, attempt)
             self._spark_write(df, f"{STAGING_SCHEMA}.{name}", "errorifexists", epoch, attempt)
             self._seal(name, epoch, attempt)
-            details["staging_table"] = f"{STAGING_SCHEMA}.{name}"
-        return Prepared(
-            self.name, self.uri, epoch, attempt, rows, details=tuple(sorted(details.items()))
-        )
+            staged = PostgresStaged(staged.table, f"{STAGING_SCHEMA}.{name}")
+        return Prepared.of(self.name, self.uri, epoch, attempt, rows, staged)
 
     def _ensure_tables(self, df: DataFrame) -> None:
         """Schemas, the fence table and the target (typed from ``df``), each if missing."""
@@ -239,7 +255,7 @@ class PostgresSink(Sink):
     def commit(self, prepared: Prepared) -> None:
         """1. fence row, 2. move the staged rows (if the fence row is new), 3. COMMIT,
         4. drop the staging table. Idempotent; concurrent commits serialise on the fence."""
-        staging = prepared.detail("staging_table")
+        staging = self.handle(prepared).staging_table
         with connect(self._url) as conn:
             with conn, conn.cursor() as cur:
                 ensure_fence(cur)
@@ -324,7 +340,7 @@ class PostgresSink(Sink):
     # -- abort, recovery, direct writes ---------------------------------------------------------
 
     def abort(self, prepared: Prepared) -> None:
-        staging = prepared.detail("staging_table")
+        staging = self.handle(prepared).staging_table
         if staging:
             with connect(self._url) as conn:
                 drop(conn, staging)
@@ -354,8 +370,8 @@ class PostgresSink(Sink):
         if rows > 0:
             tagged = df.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("bigint"))
             self._spark_write(tagged, f"{self.schema}.{self.table}", "append", epoch, attempt)
-        details = (("table", f"{self.schema}.{self.table}"),)
-        return Prepared(self.name, self.uri, epoch, attempt, rows, details=details)
+        staged = PostgresStaged(f"{self.schema}.{self.table}")
+        return Prepared.of(self.name, self.uri, epoch, attempt, rows, staged)
 
     def committed_epochs(self) -> list[int]:
         """The epochs whose fence row exists, ascending."""
