@@ -34,8 +34,8 @@ help:
 	@echo "make airflow-stop  the scheduler first, then the rest; waits until every process it started has exited"
 	@echo "make compose-test  the docker-compose stack for real: engine, local images, the demo DAG (20-30 min)"
 	@echo "make astro-test the Astro project's image (Dockerfile) built without a registry, the demo DAG in it"
-	@echo "make lint       ruff check + ruff format --check"
-	@echo "make typecheck  mypy"
+	@echo "make lint       ruff check + format --check, lint-imports (the floors), import cycles"
+	@echo "make typecheck  mypy (--strict on sluice.contracts)"
 	@echo "make clean      remove caches and build leftovers (keeps $(VENV) and .cache/)"
 
 venv: $(INSTALLED)
