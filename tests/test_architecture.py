@@ -60,6 +60,8 @@ def test_no_import_cycle_among_modules_nor_first_level_packages() -> None:
         ("protocol/plan.py", "def _x():\n    from sluice.sinks import files\n", "protocol"),
         # a config never imports its runtime
         ("spec/components/files_sink.py", "from sluice.sinks import files", "Configs"),
+        # a component never imports another
+        ("sources/files.py", "def _x():\n    from sluice.sinks import files\n", "Components"),
     ],
 )
 def test_a_back_import_breaks_a_contract(
