@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.contracts.records import StateMigration
 from sluice.demo import render_click_files
 from sluice.protocol import RunRequest, SpecChanged, plan_epoch, run_until_drained, take_savepoint
 from sluice.protocol.process import read_state
@@ -113,7 +112,7 @@ def test_allowing_the_drop_restarts_a_changed_aggregate(spark: Any, local_worksp
     assert plan is not None and plan.state_migration is not None
     assert plan.state_migration.to_dict()["reset_aggregates"] == ["biggest"]
     assert plan.state.uri is not None  # the other aggregates keep their state
-    migration = StateMigration.from_dict(plan.state_migration)
+    migration = plan.state_migration
     state = read_state(spark, upgraded, plan.state, migration).frame()
     assert state is not None
     restored = state.collect()

@@ -126,7 +126,7 @@ def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
     try:
         pipeline = Pipeline.model_validate(top, context=context)
     except ValidationError as exc:
-        found += spec_problems(exc, "", Pipeline)
+        found += spec_problems(exc, "", Pipeline, unknown_first=True)
     if found:
         raise SpecError(origin, found)
     return pipeline.spec(origin)

@@ -47,12 +47,24 @@ def join(*parts: Any) -> str:
 
 
 def spec_problems(
-    exc: ValidationError, field: str, cls: type[Described], *, tagged: bool = False
+    exc: ValidationError,
+    field: str,
+    cls: type[Described],
+    *,
+    tagged: bool = False,
+    unknown_first: bool = False,
 ) -> list[SpecProblem]:
     """Every error of ``exc`` (validating a ``cls`` at ``field``); ``tagged``: the locations
-    start with a union tag, dropped."""
+    start with a union tag, dropped; ``unknown_first``: fields ``cls`` does not take before
+    the other problems (the whole spec's sections, as a reader fixes them first)."""
     found: list[SpecProblem] = []
-    for error in exc.errors():
+    errors = exc.errors()
+    if unknown_first:
+        # a misspelt ``windw:`` explains the ``window`` found missing; pydantic reports
+        # unknown fields last
+        errors = sorted(errors, key=lambda e: not (e["type"] == "extra_forbidden"
+                                                   and len(e["loc"]) == 1))  # fmt: skip
+    for error in errors:
         loc = tuple(error["loc"][1:] if tagged else error["loc"])
         found += _convert(error, field, loc, cls)
     return found
