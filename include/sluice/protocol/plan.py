@@ -5,7 +5,7 @@
 3. otherwise ask the source for the next range from ``O_k`` (capped per epoch);
 4. store ``plan(k+1)`` with put-if-absent (a concurrent planner's plan wins and is reused).
 
-A rewind (``rewind_to=j``, j < k; see :mod:`sluice.protocol.request` and docs/rewind.md) plans
+A rewind (``rewind_to=j``, j < k; see :mod:`sluice.protocol.resolve` and docs/rewind.md) plans
 epoch k+1 from checkpoint j instead — its end offsets, watermark and state — and marks the
 plan ``restored_from.retract_after = j``; writing that plan is the rewind's one atomic step.
 Epoch numbers never go back, so every fence (checkpoint keys, sink transaction ids) stays
@@ -50,7 +50,7 @@ def plan_epoch(
     """The plan of the next epoch, or None when the source has nothing new.
 
     ``max_units`` / ``max_records`` cap a new plan's input; ``start`` replaces the committed
-    end offset as the start of a new plan (checked by :mod:`sluice.protocol.request`). None of
+    end offset as the start of a new plan (checked by :mod:`sluice.protocol.resolve`). None of
     them changes a plan that is already stored: a retry replays it verbatim.
     ``allow_state_drop`` lets a new plan continue under a spec change that drops state
     (:mod:`sluice.protocol.upgrade`); compatible changes never need it. ``rewind_to`` starts

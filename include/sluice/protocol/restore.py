@@ -10,7 +10,7 @@ retained checkpoint ``N``, which must read cleanly (manifest and state files):
    **void checkpoint**, written with put-if-absent like any commit, so an attempt still
    running on it is fenced exactly as a losing attempt is. A void epoch read nothing and
    published nothing;
-2. the next epoch is planned as a rewind to ``N`` (:mod:`sluice.protocol.request`): it replays
+2. the next epoch is planned as a rewind to ``N`` (:mod:`sluice.protocol.resolve`): it replays
    from ``N``'s offsets, watermark and state, and its commit retracts the output of every
    epoch after ``N`` from every sink.
 
