@@ -329,7 +329,9 @@ class StagedFile:
 class Handle(Protocol):
     """What one sink type knows about an epoch it staged besides the files (a staging table, a
     transaction id): a small frozen record, stored as :attr:`Prepared.details`. A sink is
-    typed by its handle (:class:`~sluice.contracts.sinks.Sink`); None fields are not stored."""
+    typed by its handle (:class:`~sluice.contracts.sinks.Sink`); None fields are not stored,
+    and ``from_dict`` of a bare ``Prepared`` (recovery aborts an attempt that stored none,
+    with no details) must give a handle too: every field optional."""
 
     def to_dict(self) -> dict[str, str | int | None]: ...
 

@@ -70,7 +70,7 @@ _ISO_UTC = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"  # XXX: 'Z' in UTC
 class SqliteStaged:
     """The sink's handle: the target table and the epoch's staging table (None: no rows)."""
 
-    table: str
+    table: str | None = None  # None in the bare Prepared recovery aborts with
     staging_table: str | None = None
 
     def to_dict(self) -> dict[str, str | int | None]:
@@ -78,7 +78,7 @@ class SqliteStaged:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SqliteStaged:
-        return cls(str(data["table"]), data.get("staging_table"))
+        return cls(data.get("table"), data.get("staging_table"))
 
 
 class SqliteSink(Sink[SqliteStaged]):

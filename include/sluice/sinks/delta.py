@@ -104,7 +104,7 @@ class DeltaStaged:
     """A Delta sink's handle: the transaction app id its commits carry and the epoch's staged
     Parquet prefix (None: no rows staged)."""
 
-    txn_app_id: str
+    txn_app_id: str | None = None  # None in the bare Prepared recovery aborts with
     staging: str | None = None
 
     def to_dict(self) -> dict[str, str | int | None]:
@@ -112,7 +112,7 @@ class DeltaStaged:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeltaStaged:
-        return cls(str(data["txn_app_id"]), data.get("staging"))
+        return cls(data.get("txn_app_id"), data.get("staging"))
 
 
 class DeltaSink(Sink[DeltaStaged]):

@@ -74,9 +74,10 @@ CHANGELOG_COLUMNS = ("_op", "_epoch")
 @dataclass(frozen=True)
 class PostgresStaged:
     """A postgres sink's handle: the target table and the epoch's staging table (None: the
-    epoch had no rows, or they were written directly)."""
+    epoch had no rows, or they were written directly; both None in the bare ``Prepared``
+    recovery aborts a dead attempt with)."""
 
-    table: str
+    table: str | None = None
     staging_table: str | None = None
 
     def to_dict(self) -> dict[str, str | int | None]:
@@ -84,7 +85,7 @@ class PostgresStaged:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PostgresStaged:
-        return cls(str(data["table"]), data.get("staging_table"))
+        return cls(data.get("table"), data.get("staging_table"))
 
 
 class PostgresSink(Sink[PostgresStaged]):
