@@ -79,6 +79,25 @@ def _raise(found: SpecProblem | None) -> None:
         raise at([found])
 
 
+def _typed(value: Any, where: str) -> str:
+    """The canonical Spark type ``value`` names, else its problem raised."""
+    canonical = _type(value, where)
+    if isinstance(canonical, SpecProblem):
+        raise at([canonical])
+    return canonical
+
+
+def _applies(wanted: str, value: Any, info: ValidationInfo) -> bool:
+    """Whether a setting of ``wanted`` state applies to this state's kind; set for another
+    kind, it is refused."""
+    kind = info.data.get("kind")
+    if kind == wanted:
+        return True
+    if value is not None and kind is not None:
+        raise at([SpecProblem(_where(info), f"does not apply to {kind} state", "remove it")])
+    return False
+
+
 class StateSection(Section):
     """One declared piece of keyed state (``process.state.<name>``); what applies depends
     on its kind."""
@@ -94,22 +113,15 @@ class StateSection(Section):
     @field_validator("type", mode="plain")
     @classmethod
     def _element(cls, value: Any, info: ValidationInfo) -> str:
-        canonical = _type(value, _where(info))
-        if isinstance(canonical, SpecProblem):
-            raise at([canonical])
-        return canonical
+        return _typed(value, _where(info))
 
     @field_validator("key_type", mode="plain")
     @classmethod
     def _key_type(cls, value: Any, info: ValidationInfo) -> str | None:
-        kind, where = info.data.get("kind"), _where(info)
-        if kind != "map":
-            if value is not None and kind is not None:
-                raise at([SpecProblem(where, f"does not apply to {kind} state", "remove it")])
+        if not _applies("map", value, info):
             return None
-        canonical = _type(value, where)
-        if isinstance(canonical, SpecProblem):
-            raise at([canonical])
+        where = _where(info)
+        canonical = _typed(value, where)
         if canonical[:5] in ("array", "map<", "struc"):
             raise at([SpecProblem(where, "map keys must be a simple type", "e.g. string")])
         return canonical
@@ -117,12 +129,9 @@ class StateSection(Section):
     @field_validator("reduce", mode="plain")
     @classmethod
     def _reduce(cls, value: Any, info: ValidationInfo) -> str | None:
-        kind, where = info.data.get("kind"), _where(info)
-        if kind != "reducing":
-            if value is not None and kind is not None:
-                raise at([SpecProblem(where, f"does not apply to {kind} state", "remove it")])
+        if not _applies("reducing", value, info):
             return None
-        _raise(_function(value, where, required=True))
+        _raise(_function(value, _where(info), required=True))
         return str(value)
 
     def spec(self, name: str) -> StateSpec:
