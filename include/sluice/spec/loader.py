@@ -167,6 +167,10 @@ def _fail(found: list[SpecProblem]) -> NoReturn:
     raise at(found)
 
 
+def _required(field: str, fix: str) -> NoReturn:
+    _fail([SpecProblem(field, "is required", fix)])
+
+
 def _section(model: type[_S], value: Any, field: str) -> _S:
     """``value`` validated as the section ``model``, else every problem."""
     try:
@@ -215,7 +219,7 @@ class Pipeline(Section):
     @classmethod
     def _source(cls, value: Any, info: ValidationInfo) -> SourceConfig:
         if value is None:
-            _fail([SpecProblem("source", "is required", "add a files source (see README 'Spec')")])
+            _required("source", "add a files source (see README 'Spec')")
         source, problems = SOURCES.validate(value, "source")
         if source is None:
             _fail(problems)
@@ -227,13 +231,7 @@ class Pipeline(Section):
     def _event_time(cls, value: Any, info: ValidationInfo) -> EventTimeSpec:
         """Its column is a timestamp column of the source."""
         if value is None:
-            _fail(
-                [
-                    SpecProblem(
-                        "event_time", "is required", "e.g. {column: ts, max_out_of_orderness: 5s}"
-                    )
-                ]
-            )
+            _required("event_time", "e.g. {column: ts, max_out_of_orderness: 5s}")
         found: list[SpecProblem] = []
         try:
             event_time = EventTimeSection.model_validate(value)
@@ -288,13 +286,7 @@ class Pipeline(Section):
             return None
         if value is None:
             fix = "e.g. {type: tumbling, size: 1m}; or leave out aggregates and emit for a "
-            _fail(
-                [
-                    SpecProblem(
-                        "window", "is required", fix + "stateless pipeline (docs/stateless.md)"
-                    )
-                ]
-            )
+            _required("window", fix + "stateless pipeline (docs/stateless.md)")
         window, problems = WINDOWS.validate(value, "window")
         if window is None:
             _fail(problems)
@@ -330,13 +322,7 @@ class Pipeline(Section):
     @classmethod
     def _checkpoint(cls, value: Any, info: ValidationInfo) -> CheckpointSpec:
         if value is None:
-            _fail(
-                [
-                    SpecProblem(
-                        "checkpoint", "is required", "e.g. {storage: data/ckpt, interval: 1m}"
-                    )
-                ]
-            )
+            _required("checkpoint", "e.g. {storage: data/ckpt, interval: 1m}")
         try:
             return CheckpointSection.model_validate(value).spec()
         except ValidationError as exc:
