@@ -218,13 +218,12 @@ def _delta_sink(c: DeltaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field
 
 
 def _plugin_sink(c: PluginSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
-    built = _plugin(c, spec, field, Sink, spec.name)
-    name = built.name if isinstance(built, Sink) and hasattr(built, "name") else None
+    built: Sink = _plugin(c, spec, field, Sink, spec.name)  # _plugin checked the class
+    name = getattr(built, "name", None)  # a class of one's own may never set it
     if name != c.name:
         reason = f"its name is {name!r}; set self.name = config.name"
         raise PluginError(spec.name, f"{field}.type", c.type, reason)
-    result: Sink = built
-    return result
+    return built
 
 
 # Each component type's runtime: one line per type (docs/architecture.md).
