@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.contracts.records import OutputFate, Restore, SinksCommitted, Void
+from sluice.contracts.records import (
+    DEFAULT_SOURCE,
+    OutputFate,
+    Plan,
+    Restore,
+    SinksCommitted,
+    SourceSlice,
+    StateMigration,
+    Void,
+)
 
 STORED_RESTORES: list[dict[str, Any]] = [
     {"kind": "checkpoint", "epoch": 2, "retract_after": 2, "rewound": [3, 4]},
@@ -59,3 +68,43 @@ def test_the_last_refusal_is_kept_and_replaced(tmp_path: Any) -> None:
         "at_us": 20,
     }
     assert repo.committed_epochs() == [] and repo.savepoints() == []
+
+
+def _plan(**changes: Any) -> Plan:
+    body: dict[str, Any] = {
+        "pipeline": "p", "epoch": 3,
+        "source_range": {"type": "files", "files": ["a"]},
+        "start_offset": {"type": "files", "last": None},
+        "end_offset": {"type": "files", "last": "a"},
+        "watermark": {"max_event_time_us": {"0": 5}}, "state": {"uri": None, "rows": 0},
+        "fingerprint": "sha256:x", "state_shape": {"operator": "stateless"}, "created_at": 1.0,
+        "plan_seconds": 0.0, "run_id": None, "restored_from": None, "state_migration": None,
+    }  # fmt: skip
+    return Plan.from_dict({**body, **changes})
+
+
+def test_a_one_source_plan_keeps_its_stored_form() -> None:
+    plan = _plan()
+    stored = plan.to_dict()
+    assert "sources" not in stored and "other_sources" not in stored
+    assert stored["source_range"] == {"type": "files", "files": ["a"]}
+    assert Plan.from_dict(stored) == plan
+    assert list(plan.sources) == [DEFAULT_SOURCE]
+    assert plan.sources[DEFAULT_SOURCE].end_offset == {"type": "files", "last": "a"}
+
+
+def test_a_plan_of_several_named_sources_round_trips() -> None:
+    other = {"source_range": {"type": "kafka"}, "start_offset": {"o": 1}, "end_offset": {"o": 2}}
+    plan = _plan(sources={"persons": other})
+    assert plan.other_sources == (("persons", SourceSlice({"type": "kafka"}, {"o": 1}, {"o": 2})),)
+    assert plan.to_dict()["sources"] == {"persons": other}
+    assert Plan.from_dict(plan.to_dict()) == plan
+    assert list(plan.sources) == [DEFAULT_SOURCE, "persons"]
+
+
+def test_a_plan_state_migration_is_typed_and_stored_as_before() -> None:
+    stored = {"added": ["aggregate m: added (max(x))"], "dropped": [], "reset_all": False,
+              "reset_aggregates": [], "reset_states": []}  # fmt: skip
+    plan = _plan(state_migration=stored)
+    assert plan.state_migration == StateMigration(added=("aggregate m: added (max(x))",))
+    assert plan.to_dict()["state_migration"] == stored
