@@ -124,9 +124,9 @@ def trigger_params() -> dict[str, Param]:
 
 
 def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
-    table, path = sink.table_ref(), sink.storage_path()
-    if table is not None:  # the connection id, not its host: no secret, no lookup
-        uri = "sluice-postgres://{}/{}/{}".format(*table)
+    ref, path = sink.output_ref(), sink.storage_path()
+    if ref is not None:  # a table or topic by connection id, not its host: no secret, no lookup
+        uri = ref
     elif path is None:  # a user-written sink: no location Sluice knows of
         uri = f"sluice-plugin://{spec.name}/{sink.name}"
     elif "://" in path:

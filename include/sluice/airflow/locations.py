@@ -50,7 +50,7 @@ class Location:
     pipeline: str
     field: str  # "source.path", "sinks.out", "late_records", "dead_letters", "checkpoint"
     kind: str  # INPUT, OUTPUT or CHECKPOINTS
-    uri: str  # normalised: s3://bucket/prefix, file:///abs, sluice-postgres://conn/schema.table
+    uri: str  # normalised: s3://bucket/prefix, file:///abs, sluice-postgres://conn/schema/table, kafka://..., sluice-iceberg://...
 
     def describe(self) -> str:
         return f"{self.spec_file} ({self.pipeline}) {self.field} {self.uri}"
@@ -61,10 +61,9 @@ def _uri(path: str) -> str | None:
 
 
 def _output(sink: SinkSpec) -> str | None:
-    table, path = sink.table_ref(), sink.storage_path()
-    if table is not None:
-        connection, schema, name = table
-        return f"sluice-postgres://{connection.lower()}/{schema.lower()}.{name.lower()}"
+    ref, path = sink.output_ref(), sink.storage_path()
+    if ref is not None:
+        return ref
     return _uri(path) if path else None  # None: a plugin, no location Sluice knows of
 
 

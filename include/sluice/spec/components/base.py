@@ -250,6 +250,12 @@ class SinkConfig(ComponentConfig):
         """(connection id, schema, table) of a database table written, else None."""
         return None
 
+    def output_ref(self) -> str | None:
+        """The output as a URI when it is not a storage path (a table behind a connection, a
+        topic): Airflow's asset and the cross-pipeline clash check use it. None: the output
+        is :meth:`storage_path` (or a plugin's, which Sluice does not know)."""
+        return None
+
     def describe(self) -> str:
         return self.type
 

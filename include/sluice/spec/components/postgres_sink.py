@@ -48,6 +48,10 @@ class PostgresSinkConfig(BuiltinSink):
         schema, _, table = self.table.rpartition(".")
         return self.connection, schema or "public", table
 
+    def output_ref(self) -> str:
+        connection, schema, table = self.table_ref()
+        return f"sluice-postgres://{connection.lower()}/{schema.lower()}/{table.lower()}"
+
     def connection_ids(self) -> tuple[str, ...]:
         return (self.connection,)
 
