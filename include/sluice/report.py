@@ -231,6 +231,8 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         watermark=_iso(result.watermark_us),
         process_seconds=result.process_seconds,
         commit_seconds=marker.commit_seconds if marker else None,
+        # where each sink holds the epoch (an Iceberg snapshot, a Kafka transaction), if it says
+        published=dict(marker.published) if marker and marker.published else None,
         reconciles=result.stats.records_read
         == result.stats.accepted + result.stats.late + result.stats.dead + result.stats.filtered,
         run_id=checkpoint.run_id,
@@ -275,7 +277,7 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
         caption=f"checkpoint.retained = {retained}"
         + (f"; epochs below {below} retired (savepoints kept)" if below else ""),
     )
-    headers = (
+    headers: tuple[str, ...] = (
         "epoch",
         "status",
         "offsets (end)",
@@ -291,9 +293,12 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
         "process s",
         "commit s",
     )
+    receipts = any(r.get("published") for r in rows)
+    if receipts:  # only when a sink says where it holds an epoch (Iceberg, Kafka)
+        headers = (*headers, "published")
     for header in headers:
-        left = header in ("status", "offsets (end)")
-        table.add_column(header, justify="left" if left else "right", no_wrap=True)
+        left = header in ("status", "offsets (end)", "published")
+        table.add_column(header, justify="left" if left else "right", no_wrap=header != "published")
     for r in rows:
         ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
         saved = f" [cyan](savepoint {', '.join(r['savepoints'])})[/]" if r.get("savepoints") else ""
@@ -318,8 +323,13 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
             _f(r, "plan_seconds"),
             _f(r, "process_seconds"),
             _f(r, "commit_seconds"),
+            *([_published(r)] if receipts else []),
         )
     return table
+
+
+def _published(row: dict[str, Any]) -> str:
+    return "; ".join(f"{sink}: {receipt}" for sink, receipt in (row.get("published") or {}).items())
 
 
 def _s(row: dict[str, Any], key: str) -> str:

@@ -52,6 +52,10 @@ def test_void_and_output_fate_keep_their_stored_form() -> None:
     assert SinksCommitted.from_dict(old).output is OutputFate.COMMITTED  # before fates
     with pytest.raises(ValueError, match="nonsense"):
         SinksCommitted.from_dict({**old, "output": "nonsense"})
+    assert "published" not in marker.to_dict()  # no receipt: the stored form of before
+    receipt = SinksCommitted(3, "a1", 10.0, 0.5, published={"lake": "snapshot 42"})
+    assert receipt.to_dict()["published"] == {"lake": "snapshot 42"}
+    assert SinksCommitted.from_dict(receipt.to_dict()) == receipt
 
 
 def test_the_last_refusal_is_kept_and_replaced(tmp_path: Any) -> None:

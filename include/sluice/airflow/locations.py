@@ -50,7 +50,8 @@ class Location:
     pipeline: str
     field: str  # "source.path", "sinks.out", "late_records", "dead_letters", "checkpoint"
     kind: str  # INPUT, OUTPUT or CHECKPOINTS
-    uri: str  # normalised: s3://bucket/prefix, file:///abs, sluice-postgres://conn/schema/table, kafka://..., sluice-iceberg://...
+    # normalised: s3://bucket/prefix, file:///abs, or a sink config's output_ref()
+    uri: str
 
     def describe(self) -> str:
         return f"{self.spec_file} ({self.pipeline}) {self.field} {self.uri}"

@@ -8,7 +8,7 @@ since has a default and is written only when set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, Protocol, Self, TypeVar
@@ -673,9 +673,15 @@ class SinksCommitted:
     committed_at: float
     commit_seconds: float
     output: OutputFate = OutputFate.COMMITTED  # what happened to the epoch's output
+    # sink name -> the receipt its commit returned (where it holds the epoch), if any
+    published: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "output": self.output.value}
+        data = {**self.__dict__, "output": self.output.value}
+        data.pop("published")
+        if self.published:  # absent when no sink gave one: the stored form of before
+            data["published"] = dict(self.published)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SinksCommitted:
@@ -685,6 +691,7 @@ class SinksCommitted:
             float(data["committed_at"]),
             float(data["commit_seconds"]),
             OutputFate(data.get("output", "committed")),
+            {str(k): str(v) for k, v in data.get("published", {}).items()},
         )
 
 

@@ -58,7 +58,11 @@ class Sink(ABC, Generic[HandleT]):
         return prepared.handle(self.handle_type)
 
     @abstractmethod
-    def commit(self, prepared: Prepared) -> None: ...
+    def commit(self, prepared: Prepared) -> str | None:
+        """Publish ``prepared`` (idempotent, see the module docstring). May return a short
+        receipt of where the sink now holds the epoch (an Iceberg snapshot, a Kafka
+        transaction), also when an earlier commit had published it: the engine stores it in
+        the epoch's ``sinks-committed.json`` and ``sluice checkpoints`` shows it."""
 
     @abstractmethod
     def abort(self, prepared: Prepared) -> None: ...

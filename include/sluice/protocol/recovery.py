@@ -50,9 +50,12 @@ def finish_commit(
     epoch = checkpoint.epoch
     prepared = {p.sink: p for p in checkpoint.result.prepared}
     qos = rt.spec.qos
+    published: dict[str, str] = {}
     for i, role in enumerate(rt.sinks):
         if qos == 2 and role.sink.name in prepared:
-            role.sink.commit(prepared[role.sink.name])
+            receipt = role.sink.commit(prepared[role.sink.name])
+            if receipt:
+                published[role.sink.name] = receipt
         elif qos == 0 and publish is not None:
             publish(role)
         if i == 0:
@@ -64,7 +67,7 @@ def finish_commit(
     else:  # qos 0 without a publisher: the process died between the checkpoint and the output
         output = OutputFate.COMMITTED if qos == 2 or publish else OutputFate.LOST
     rt.repo.mark_sinks_committed(
-        SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6), output)
+        SinksCommitted(epoch, checkpoint.attempt, now, round(now - started, 6), output, published)
     )
     rt.faults.hit("commit.after_marker", epoch)
     _settle_attempts(rt, checkpoint)

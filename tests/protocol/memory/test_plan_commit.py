@@ -199,3 +199,31 @@ def test_state_is_compacted_into_a_base_every_few_deltas(pipeline: Pipeline) -> 
     # a base after two deltas, then deltas on top of it
     assert kinds == ["d", "dd", "b", "bd", "bdd", "b"]
     assert_exact(rt)
+
+
+def test_a_sinks_receipt_is_stored_with_the_epoch_and_shown_by_checkpoints(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that says where it holds the epoch (an Iceberg snapshot, a Kafka transaction)
+    has it kept in sinks-committed.json and printed by ``sluice checkpoints``."""
+    from rich.console import Console
+    from sluice.contracts.layout import sinks_committed_key
+    from sluice.report import checkpoint_rows, checkpoint_table
+
+    commit = RowsSink.commit
+
+    def commit_with_receipt(self: RowsSink, prepared: Any) -> str | None:
+        commit(self, prepared)
+        return f"part {prepared.epoch}" if self.name == "out" else None
+
+    monkeypatch.setattr(RowsSink, "commit", commit_with_receipt)
+    rt = pipeline(qos=2)
+    run_until_drained(rt, max_units=PER_EPOCH)
+    marker = rt.repo.sinks_committed(2)
+    assert marker is not None and marker.published == {"out": "part 2"}
+    assert "published" in rt.repo.store.get(sinks_committed_key(2)).decode()
+    rows = checkpoint_rows(rt)
+    assert [r["published"] for r in rows] == [{"out": f"part {e}"} for e in range(1, 7)]
+    console = Console(width=400, record=True)
+    console.print(checkpoint_table(rt, rows))
+    assert "out: part 6" in console.export_text()
