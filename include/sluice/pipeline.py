@@ -33,9 +33,9 @@ from sluice.protocol.runtime import Runtime, SinkRole, open_repository
 from sluice.spec import PipelineSpec, load_spec
 from sluice.spec.components.base import SinkConfig, SourceConfig
 from sluice.spec.components.delta_sink import DeltaSinkConfig
-from sluice.spec.components.iceberg_sink import IcebergSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
+from sluice.spec.components.iceberg_sink import IcebergSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
@@ -218,9 +218,7 @@ def _delta_sink(c: DeltaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field
     return DeltaSink(c, open_store(c.path, s3=spec.s3), spec.name, ctx.spark)
 
 
-def _iceberg_sink(
-    c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str
-) -> Sink:
+def _iceberg_sink(c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
     from sluice.sinks.iceberg import IcebergSink
     from sluice.storage import open_store
 

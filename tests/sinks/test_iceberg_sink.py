@@ -39,7 +39,10 @@ from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict
 from tests.reference import compare_rows
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-DDL = "user string, window_start timestamp, window_end timestamp, clicks long, _op string, _epoch long"
+DDL = (
+    "user string, window_start timestamp, window_end timestamp, clicks long,"
+    " _op string, _epoch long"
+)
 
 
 # -- catalogs -----------------------------------------------------------------------------------
@@ -371,7 +374,7 @@ def test_a_rewind_past_expired_snapshots_is_refused_naming_them(
     assert table is not None
     table.maintenance.expire_snapshots().by_ids([sink.snapshots()[1]]).commit()
     problem = sink.retraction_problem(1)
-    assert problem is not None and "is expired" in problem and "epoch 1" in problem
+    assert problem is not None and "is expired" in problem and "as of epoch 1" in problem
     assert sink.retraction_problem(2) is None
 
 

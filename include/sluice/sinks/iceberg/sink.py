@@ -39,7 +39,7 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sluice.contracts.records import Prepared
 from sluice.contracts.sinks import Sink
@@ -245,9 +245,10 @@ class IcebergSink(Sink[IcebergStaged]):
         summary = snapshot.summary
         if summary is None or summary.get(PIPELINE_KEY) != self.pipeline:
             return None
-        if summary.get(SINK_KEY) != self.name or summary.get(EPOCH_KEY) is None:
+        epoch = summary.get(EPOCH_KEY)
+        if summary.get(SINK_KEY) != self.name or epoch is None:
             return None
-        return int(summary[EPOCH_KEY])
+        return int(epoch)
 
     def snapshots(self, table: Table | None = None) -> dict[int, int]:
         """Epoch -> the id of the snapshot that published it (those still in the metadata)."""
@@ -362,8 +363,9 @@ class IcebergSink(Sink[IcebergStaged]):
         if self.config.mode == "upsert" and data is not None:
             self._upsert(tx, table, data, summary)
         else:
+            rows = self._conform(tx, data) if data is not None else None
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
-                for file in self._data_files(tx, data, append.commit_uuid, itertools.count()):
+                for file in self._data_files(tx, rows, append.commit_uuid, itertools.count()):
                     append.append_data_file(file)
         self._commit_transaction(tx)
 
@@ -493,7 +495,7 @@ class IcebergSink(Sink[IcebergStaged]):
             )
         if changed:
             with tx.update_schema() as update:
-                update.union_by_name(_plain(data).schema)
+                update.union_by_name(_table_schema(data.schema))
         return data
 
     def _conform(self, tx: Transaction, data: pa.Table) -> pa.Table:
@@ -511,11 +513,11 @@ class IcebergSink(Sink[IcebergStaged]):
 
     # -- retraction (rewinds) -------------------------------------------------------------------
 
-    def base_snapshot(self, table: Table, after: int) -> int | None | bool:
+    def base_snapshot(self, table: Table, after: int) -> int | bool | None:
         """The snapshot that held what was published when ``after`` was the last epoch: walk
         ``main`` back to the first snapshot of ours with an epoch ``<= after``; the table
         then was the parent of the oldest later one of ours (None: empty). False: nothing of
-        ours after ``after`` (nothing to retract). Raises when the history is expired."""
+        ours after ``after`` (nothing to retract). Raises when that snapshot is expired."""
         snapshot = table.current_snapshot()
         oldest_later: Snapshot | None = None
         while snapshot is not None:
@@ -525,32 +527,32 @@ class IcebergSink(Sink[IcebergStaged]):
             if epoch is not None:
                 oldest_later = snapshot
             parent = snapshot.parent_snapshot_id
-            if parent is None:
-                break
-            found = table.metadata.snapshot_by_id(parent)
-            if found is None:
-                fence = table.metadata.properties.get(epoch_property(self.pipeline, self.name))
-                if oldest_later is None and (fence is None or int(fence) <= after):
-                    return False
-                raise self._error(
-                    f"pipeline {self.pipeline}, sink {self.name}, table {self.config.table}: "
-                    f"snapshot {parent} (history before epoch "
-                    f"{self._epoch_of(oldest_later) if oldest_later else '?'}) is expired, so the "
-                    f"table as of epoch {after} cannot be restored; its output cannot be "
-                    "retracted (keep snapshots as long as checkpoints: see docs/iceberg.md)",
-                    after,
-                    None,
-                )
-            snapshot = found
+            snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
         if oldest_later is None:
             return False
-        return oldest_later.parent_snapshot_id
+        base = oldest_later.parent_snapshot_id
+        # a v2 table's first snapshot has sequence number 1: a later one without a parent had
+        # its history expired (expiry drops the parent link)
+        if base is None and (oldest_later.sequence_number or 0) <= 1:
+            return None
+        if base is None or table.metadata.snapshot_by_id(base) is None:
+            later = self._epoch_of(oldest_later)
+            raise self._error(
+                f"pipeline {self.pipeline}, sink {self.name}, table {self.config.table}: the "
+                f"snapshot before epoch {later}'s (snapshot {oldest_later.snapshot_id}) is "
+                f"expired, so the table as of epoch {after} cannot be restored nor the output "
+                f"of the epochs after it retracted (keep snapshots as long as checkpoints: "
+                "docs/iceberg.md)",
+                after,
+                None,
+            )
+        return base
 
     def _replace(
         self,
         tx: Transaction,
         table: Table,
-        base: int | None | bool,
+        base: int | bool | None,
         changes: pa.Table | None,
         summary: dict[str, str],
     ) -> None:
@@ -618,9 +620,12 @@ def _plain(data: pa.Table) -> pa.Table:
 
 
 def _table_schema(schema: pa.Schema) -> pa.Schema:
+    """The table's columns for staged ``schema``: every column optional (a later epoch may
+    hold a null where Spark knew none; Iceberg cannot make a required column optional in
+    the same way it adds one)."""
     import pyarrow as pa
 
-    return pa.schema([f for f in schema if f.name not in CHANGELOG_COLUMNS])
+    return pa.schema([f.with_nullable(True) for f in schema if f.name not in CHANGELOG_COLUMNS])
 
 
 def _concat(a: pa.Table, b: pa.Table) -> pa.Table:
@@ -653,9 +658,11 @@ def _key_filter(changes: pa.Table, keys: list[str]) -> Any:
     if best is None or best[0] > 1000:
         return AlwaysTrue()
     _, key, values, nulls = best
-    expr: Any = In(key, values) if values else None
+    # (pyiceberg's predicates take the term positionally; its pydantic types say otherwise)
+    in_, is_null = cast(Any, In), cast(Any, IsNull)
+    expr: Any = in_(key, values) if values else None
     if nulls:
-        expr = IsNull(key) if expr is None else Or(expr, IsNull(key))
+        expr = is_null(key) if expr is None else Or(expr, is_null(key))
     return expr if expr is not None else AlwaysTrue()
 
 

@@ -20,7 +20,9 @@ _TABLE_RE = re.compile(rf"^{_PART}(\.{_PART})*\.{_PART}\Z")
 
 def _table(value: Any) -> Any:
     if isinstance(value, str) and value.strip() and not _TABLE_RE.match(value):
-        raise problem(f"{value!r} is not an Iceberg table name", "namespace.table, e.g. lake.clicks")
+        raise problem(
+            f"{value!r} is not an Iceberg table name", "namespace.table, e.g. lake.clicks"
+        )
     return value
 
 
