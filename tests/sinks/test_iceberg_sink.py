@@ -3,7 +3,9 @@ real PostgreSQL with the warehouse on a local disk or on SeaweedFS S3, and the I
 project's REST catalog server (tests/fixtures/iceberg.py).
 
 The sink contract runs on every backend (PostgreSQL + local and the REST catalog in make test,
-PostgreSQL + S3 in make test-extended). Then what is Iceberg's own: a concurrent writer's
+PostgreSQL + S3 in make test-extended); the rewind of a whole pipeline and a SIGKILL at
+``commit.mid_sinks`` run in make test-extended, a SIGKILL at ``commit.after_checkpoint`` in
+make chaos. Then what is Iceberg's own: a concurrent writer's
 commit between our load and our commit is retried, never lost nor doubled; racing and late
 commits publish once and every epoch is named by exactly one snapshot summary; schema
 evolution; rewinds by time travel; and pipelines end to end — qos 2 with ``emit: on_update``
@@ -169,6 +171,76 @@ def publish(spark: Any, sink: IcebergSink, epoch: int, rows: Any, op: str = "ups
     prepared = sink.prepare(epoch, f"a{epoch}", df, n)
     sink.commit(prepared)
     return prepared
+
+
+# -- spec and handle ----------------------------------------------------------------------------
+
+
+def _spec_body(**sink: Any) -> dict[str, Any]:
+    body = click_spec_dict(Workspace("local", "file:///tmp/unused"), emit="on_update")
+    body["sinks"] = [{"name": "lake", "type": "iceberg", "table": "lake.clicks",
+                      "connection": "ice", "warehouse": "s3://lake/wh", "mode": "upsert", **sink}]  # fmt: skip
+    return body
+
+
+def test_the_spec_fills_in_the_keys_and_names_the_catalog_connection() -> None:
+    spec = parse_spec(_spec_body(partition_by="user"))
+    sink = spec.sinks[0]
+    assert isinstance(sink, IcebergSinkConfig)
+    assert sink.keys == ("user", "window_start", "window_end")
+    assert sink.partition_by == ("user",) and sink.connection_ids() == ("ice",)
+    assert sink.identifier() == ("lake", "clicks") and sink.describe().startswith("iceberg")
+
+
+@pytest.mark.parametrize(
+    ("setting", "field", "words"),
+    [
+        ({"table": "clicks"}, "sinks[0].table", "is not an Iceberg table name"),
+        ({"connection": "no-dash"}, "sinks[0].connection", "is not a connection id"),
+        ({"warehouse": "ftp://x/y"}, "sinks[0].warehouse", "unsupported scheme"),
+        ({"path": "/tmp/x"}, "sinks[0].path", "is not a setting of a iceberg sink"),
+    ],
+)
+def test_the_spec_refuses_bad_settings_naming_the_field(
+    setting: dict[str, Any], field: str, words: str
+) -> None:
+    from sluice.spec import SpecError
+
+    with pytest.raises(SpecError) as refused:
+        parse_spec(_spec_body(**setting))
+    found = {p.field: p.message for p in refused.value.problems}
+    assert field in found and words in found[field], found
+
+
+def test_the_handle_is_stored_and_read_back_also_from_a_bare_prepared() -> None:
+    from sluice.sinks.iceberg import IcebergStaged
+
+    handle = IcebergStaged("lake.clicks", "_sluice_staging/p/out/000000000003-a1/")
+    prepared = Prepared.of("out", "uri", 3, "a1", 7, handle)
+    assert prepared.to_dict()["details"] == {
+        "table": "lake.clicks",
+        "staging": "_sluice_staging/p/out/000000000003-a1/",
+    }
+    assert Prepared.from_dict(prepared.to_dict()).handle(IcebergStaged) == handle
+    assert Prepared("out", "", 3, "a1", 0).handle(IcebergStaged) == IcebergStaged(None, None)
+
+
+def test_catalog_properties_by_scheme_and_credentials_never_in_messages() -> None:
+    from sluice.sinks.iceberg.catalog import catalog_properties, redacted
+    from sluice.storage import S3Options
+
+    s3 = S3Options(endpoint_url="http://127.0.0.1:8333", region="us-east-1")
+    sql = catalog_properties("postgresql://u:pw@db:5432/cat", "s3://lake/wh", s3)
+    assert sql["type"] == "sql" and sql["uri"] == "postgresql+psycopg2://u:pw@db:5432/cat"
+    assert sql["warehouse"] == "s3://lake/wh" and sql["s3.endpoint"] == "http://127.0.0.1:8333"
+    rest = catalog_properties("https://id:secret@cat.example/api?warehouse=w&token=t", "/wh", None)
+    assert rest["type"] == "rest" and rest["uri"] == "https://cat.example/api"
+    assert rest["credential"] == "id:secret" and rest["token"] == "t" and rest["warehouse"] == "w"
+    assert "s3.endpoint" not in rest
+    assert redacted("https://id:secret@cat.example/api?token=t") == "https://id:***@cat.example/api"
+    with pytest.raises(IcebergSinkError) as refused:
+        catalog_properties("thrift://u:pw@hive:9083", "/wh", None)
+    assert "pw" not in str(refused.value) and "unsupported scheme 'thrift'" in str(refused.value)
 
 
 # -- concurrency, fences ------------------------------------------------------------------------
@@ -426,8 +498,13 @@ def test_a_pipeline_qos2_on_update_equals_the_reference(
     assert pg_local.store().list(STAGING) == []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("point", ["commit.after_checkpoint", "commit.mid_sinks"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        pytest.param("commit.mid_sinks", marks=pytest.mark.extended),
+        pytest.param("commit.after_checkpoint", marks=pytest.mark.slow),
+    ],
+)
 def test_a_sigkill_in_the_commit_then_resume_publishes_each_epoch_once(
     spark: Any,
     local_workspace: Workspace,
@@ -456,6 +533,7 @@ def test_a_sigkill_in_the_commit_then_resume_publishes_each_epoch_once(
     assert pg_local.store().list(STAGING) == []
 
 
+@pytest.mark.extended
 def test_a_rewind_equals_a_run_that_never_rewound(
     spark: Any, local_workspace: Workspace, pg_local: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
