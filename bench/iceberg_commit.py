@@ -35,7 +35,8 @@ def main() -> int:
     url = f"sqlite:///{root / 'catalog.db'}" if args.catalog == "sqlite" else args.catalog
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     keys = ("user", "window_start", "window_end")
-    print(f"{args.rows} rows per epoch, {args.epochs} epochs, catalog {args.catalog.split('@')[-1]}")
+    where = args.catalog.split("@")[-1]  # no credentials in the output
+    print(f"{args.rows} rows per epoch, {args.epochs} epochs, catalog {where}")
     print("| mode | commit s/epoch (median) | last epoch s | table rows at the end |")
     print("|---|---|---|---|")
     for mode in ("append", "upsert"):

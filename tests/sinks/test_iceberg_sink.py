@@ -178,8 +178,9 @@ def publish(spark: Any, sink: IcebergSink, epoch: int, rows: Any, op: str = "ups
 
 def _spec_body(**sink: Any) -> dict[str, Any]:
     body = click_spec_dict(Workspace("local", "file:///tmp/unused"), emit="on_update")
-    body["sinks"] = [{"name": "lake", "type": "iceberg", "table": "lake.clicks",
-                      "connection": "ice", "warehouse": "s3://lake/wh", "mode": "upsert", **sink}]  # fmt: skip
+    base = {"name": "lake", "type": "iceberg", "table": "lake.clicks", "connection": "ice",
+            "warehouse": "s3://lake/wh", "mode": "upsert"}  # fmt: skip
+    body["sinks"] = [{**base, **sink}]
     return body
 
 
