@@ -352,6 +352,20 @@ def test_racing_late_and_replayed_commits_leave_each_epoch_in_one_summary(
     assert sorted(sink.snapshots()) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_a_qos1_replay_of_a_direct_write_adds_nothing(
+    spark: Any, pg_local: Catalog, mode: str
+) -> None:
+    """qos 1 writes directly; a replay of the epoch (same planned input) finds the epoch."""
+    sink = _sink(pg_local, _config(pg_local, mode))
+    for _ in range(2):
+        df, n = changelog(spark, 1, [("alice", 0, 1), ("bob", 0, 2)])
+        _sink(pg_local, sink.config).write(1, f"a{uuid.uuid4().hex[:4]}", df, n)
+    assert view(sink) == [("alice", 0, 1), ("bob", 0, 2)]
+    assert summaries(sink) == ["1"]
+    assert pg_local.store().list(STAGING) == []
+
+
 def test_the_epoch_property_fences_even_when_the_snapshots_are_expired(
     spark: Any, pg_local: Catalog
 ) -> None:
