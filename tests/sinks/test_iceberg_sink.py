@@ -393,6 +393,17 @@ def test_partition_by_makes_identity_partitions(spark: Any, pg_local: Catalog) -
     assert len(files) == 2
 
 
+def test_an_upsert_prepare_refuses_a_repeated_key_and_stages_nothing(
+    spark: Any, pg_local: Catalog
+) -> None:
+    sink = _sink(pg_local, _config(pg_local, "upsert"))
+    df, n = changelog(spark, 1, [(None, 0, 1), ("bob", 0, 2), (None, 0, 3)])
+    with pytest.raises(IcebergSinkError) as refused:
+        sink.prepare(1, "a1", df, n)
+    assert "key {'user': None" in str(refused.value) and "more than once" in str(refused.value)
+    assert pg_local.store().list(STAGING) == [] and sink.load() is None
+
+
 # -- schema -------------------------------------------------------------------------------------
 
 

@@ -185,21 +185,20 @@ class IcebergSink(Sink[IcebergStaged]):
         prefix = self.staging_prefix(epoch, attempt)
         df.write.mode("errorifexists").parquet(to_spark_uri(self.store.uri(prefix.rstrip("/"))))
         if self.config.mode == "upsert":
-            self._refuse_repeated_keys(prefix, epoch, attempt)
+            self._refuse_repeated_keys(df, prefix, epoch, attempt)
         return self._prepared(epoch, attempt, rows, prefix)
 
-    def _refuse_repeated_keys(self, prefix: str, epoch: int, attempt: str) -> None:
+    def _refuse_repeated_keys(self, df: DataFrame, prefix: str, epoch: int, attempt: str) -> None:
         """A key twice in one epoch's changelog has no single last value: fail before the
-        checkpoint, not in every retry of the commit."""
-        import pyarrow.compute as pc
-
-        staged = self.read_stage(prefix)
+        checkpoint, not in every retry of the commit (one Spark job over the stage; nulls
+        group together, as the commit matches them)."""
+        uri = to_spark_uri(self.store.uri(prefix.rstrip("/")))
         keys = list(self.config.keys)
-        counts = staged.group_by(keys).aggregate([([], "count_all")])
-        repeated = counts.filter(pc.greater(counts.column(counts.column_names[-1]), 1))
-        if repeated.num_rows:
+        staged = df.sparkSession.read.parquet(uri)
+        repeated = staged.groupBy(*keys).count().where("count > 1").limit(1).collect()
+        if repeated:
             self.store.delete_prefix(prefix)
-            key = {k: repeated.column(k)[0].as_py() for k in keys}
+            key = {k: repeated[0][k] for k in keys}
             raise self._error(
                 f"{self._where(epoch, attempt)}: key {key} appears more than once in the "
                 "epoch's changelog",
