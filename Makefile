@@ -10,13 +10,14 @@ INSTALLED := $(VENV)/.installed
 LINT_PATHS := include tests dags jobs plugins bench
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: help venv jvm jars kafka-jars flink-venv bench bench-quick run test test-extended flake-hunt chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
+.PHONY: help venv jvm jars kafka-jars iceberg-rest flink-venv bench bench-quick run test test-extended flake-hunt chaos soak chromium-check sink-matrix airflow airflow-stop compose-check postgres-check lint typecheck clean java-check
 
 help:
 	@echo "make venv       create $(VENV) ($(PYTHON)) and install requirements.txt + sluice (editable)"
 	@echo "make jvm        build Sluice's Spark helper jar (include/sluice/jvm, javac) ahead of first use"
 	@echo "make jars       fetch Spark's extra jars (s3a, JDBC, Delta, Kafka connector) into .cache/jars with Maven"
 	@echo "make kafka-jars fetch a Kafka broker for the tests into .cache/kafka with Maven (not on Spark's classpath)"
+	@echo "make iceberg-rest  fetch Iceberg's REST catalog test server into .cache/iceberg-rest with Maven (tests only)"
 	@echo "make run        run the demo pipeline: $(BIN)/sluice demo (no Maven, no services)"
 	@echo "make test       run the tests not marked slow on TEST_WORKERS=2 workers (starts its own S3, PostgreSQL, Airflow, Spark)"
 	@echo "make test-extended  the rest of the fence (marked extended): Spark copies of cases the in-memory"
@@ -59,6 +60,10 @@ jars: $(INSTALLED)
 kafka-jars:
 	scripts/fetch-kafka.sh
 
+# The tests' Iceberg REST catalog (tests/fixtures/iceberg.py): needs only Maven and Java.
+iceberg-rest:
+	scripts/fetch-iceberg-rest.sh
+
 run: java-check $(INSTALLED) jvm
 	$(BIN)/sluice demo
 
@@ -88,7 +93,7 @@ TEST_WORKERS ?= 2
 # PYTEST_ARGS adds options, e.g. PYTEST_ARGS="--file-times=.artifacts/times.jsonl" (per-file
 # wall and CPU seconds: tests/fixtures/file_times.py).
 PYTEST_ARGS ?=
-TEST_SETUP := java-check $(INSTALLED) jvm jars kafka-jars compose-check postgres-check chromium-check
+TEST_SETUP := java-check $(INSTALLED) jvm jars kafka-jars iceberg-rest compose-check postgres-check chromium-check
 
 test: $(TEST_SETUP)
 	$(BIN)/pytest -m "not slow and not extended" -n $(TEST_WORKERS) --dist loadfile \
@@ -106,7 +111,7 @@ FLAKE_ROUNDS ?= 5
 flake-hunt: $(TEST_SETUP)
 	scripts/flake-hunt.sh $(FLAKE_ROUNDS)
 
-chaos: java-check $(INSTALLED) jars kafka-jars postgres-check chromium-check
+chaos: java-check $(INSTALLED) jars kafka-jars iceberg-rest postgres-check chromium-check
 	$(BIN)/pytest -m slow
 	$(MAKE) soak
 

@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.airflow",
     "tests.fixtures.file_times",
     "tests.fixtures.seaweed",
+    "tests.fixtures.iceberg",
     "tests.fixtures.kafka",
     "tests.fixtures.pipelines",
     "tests.fixtures.postgres",

@@ -35,6 +35,7 @@ from sluice.spec.components.base import SinkConfig, SourceConfig
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
+from sluice.spec.components.iceberg_sink import IcebergSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
@@ -217,6 +218,16 @@ def _delta_sink(c: DeltaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field
     return DeltaSink(c, open_store(c.path, s3=spec.s3), spec.name, ctx.spark)
 
 
+def _iceberg_sink(c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    from sluice.sinks.iceberg import IcebergSink
+    from sluice.storage import open_store
+
+    url = ctx.connections.get(c.connection)
+    if url is None:
+        raise MissingConnection(spec.name, c.name, c.connection)
+    return IcebergSink(c, url, open_store(c.warehouse, s3=spec.s3), spec.name, spec.s3)
+
+
 def _plugin_sink(c: PluginSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
     built: Sink = _plugin(c, spec, field, Sink, spec.name)  # _plugin checked the class
     name = getattr(built, "name", None)  # a class of one's own may never set it
@@ -238,6 +249,7 @@ SINK_BUILDERS: dict[type[SinkConfig], SinkBuilder] = {
     FilesSinkConfig: _files_sink,
     PostgresSinkConfig: _postgres_sink,
     DeltaSinkConfig: _delta_sink,
+    IcebergSinkConfig: _iceberg_sink,
     PluginSinkConfig: _plugin_sink,
 }
 

@@ -10,6 +10,7 @@ __all__ = [
     "CompactionConflict",
     "CompactionError",
     "DeltaSinkError",
+    "IcebergSinkError",
     "PostgresSinkError",
     "SinkError",
     "StagingMissing",
@@ -82,6 +83,24 @@ class StagingMissing(DeltaSinkError):
             attempt=attempt,
         )
         self.staging = staging
+
+
+class IcebergSinkError(SinkError):
+    """An iceberg sink cannot do what was asked; the message names the table and never a
+    catalog credential."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        sink: str | None = None,
+        epoch: int | None = None,
+        attempt: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        super().__init__(message, pipeline=pipeline, sink=sink, epoch=epoch, attempt=attempt)
+        self.table = table
 
 
 class CompactionError(SinkError):
