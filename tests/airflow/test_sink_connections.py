@@ -57,3 +57,26 @@ def test_a_plugin_sink_asset_is_named_by_pipeline_and_sink(tmp_path: Path) -> No
     body["sinks"].append({"name": "mine", "type": "my_sinks:MySink", "options": {"db": "x"}})
     spec = parse_spec(body)
     assert sink_asset(spec, spec.sinks[1]).uri == "sluice-plugin://clicks/mine"
+
+
+def test_table_and_topic_sink_assets_are_named_by_connection_id_and_do_not_clash(
+    tmp_path: Path,
+) -> None:
+    """One asset per Iceberg table / Kafka topic, by connection id (no secret); two
+    pipelines writing one table are a clash the deployment check reports."""
+    from sluice.airflow.locations import clashes
+
+    def spec(name: str, table: str) -> Any:
+        body = click_spec_dict(Workspace("local", (tmp_path / name).as_uri()), name=name)
+        body["sinks"].append({"name": "lake", "type": "iceberg", "table": table,
+                              "connection": "Lake_Cat", "warehouse": str(tmp_path / "wh")})  # fmt: skip
+        return parse_spec(body)
+
+    a, b = spec("one", "marts.clicks"), spec("two", "marts.clicks")
+    assert sink_asset(a, a.sinks[1]).uri == "sluice-iceberg://lake_cat/marts/clicks"
+    assert sink_asset(a, a.sinks[1]).name == "sluice__one__lake"
+    assert sink_asset(b, b.sinks[1]).name == "sluice__two__lake"
+    found = clashes([(a, tmp_path / "one.yaml"), (b, tmp_path / "two.yaml")])
+    assert any("sluice-iceberg://lake_cat/marts/clicks" in line for line in found), found
+    c = spec("three", "marts.other")
+    assert not any("iceberg" in line for line in clashes([(a, "one.yaml"), (c, "three.yaml")]))

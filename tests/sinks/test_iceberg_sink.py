@@ -520,8 +520,16 @@ def test_a_pipeline_qos2_on_update_equals_the_reference(
     keys = Counter((r["user"], r["window_start"]) for r in rows)
     assert max(keys.values()) == 1, "one row per window"
     sink = IcebergSink(spec.sinks[0], pg_local.url, pg_local.store(), spec.name)
-    assert sorted(sink.snapshots()) == list(range(1, len(FILES) + 1))
+    snapshots = sink.snapshots()
+    assert sorted(snapshots) == list(range(1, len(FILES) + 1))
     assert pg_local.store().list(STAGING) == []
+    # sluice checkpoints / the monitor: the snapshot that holds each epoch
+    for epoch, snapshot in snapshots.items():
+        marker = rt.repo.sinks_committed(epoch)
+        assert marker is not None
+        assert marker.published == {
+            spec.sinks[0].name: f"{spec.sinks[0].table} snapshot {snapshot}"
+        }
 
 
 @pytest.mark.parametrize(

@@ -277,16 +277,19 @@ class IcebergSink(Sink[IcebergStaged]):
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self, prepared: Prepared) -> None:
+    def commit(self, prepared: Prepared) -> str | None:
         """1. skip if the table holds the epoch (or a later one), 2. publish the staged rows in
         one snapshot, redone from a fresh load when the catalog refuses it, 3. delete the
-        staging. Idempotent."""
+        staging. Idempotent. Returns the receipt ``sluice checkpoints`` shows: the snapshot
+        that holds the epoch (None: an epoch without rows publishes none)."""
         if prepared.rows == 0 and prepared.retract_after is None:
-            return  # an epoch without rows staged nothing and publishes nothing
+            return None  # an epoch without rows staged nothing and publishes nothing
         staging = self._staging_of(prepared)
         self._publish(prepared, staging)
         if prepared.rows:
             self.store.delete_prefix(staging)
+        snapshot = self.snapshots().get(prepared.epoch)
+        return None if snapshot is None else f"{self.config.table} snapshot {snapshot}"
 
     def _publish(self, prepared: Prepared, staging: str) -> None:
         from pyiceberg.exceptions import CommitFailedException

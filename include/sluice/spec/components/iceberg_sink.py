@@ -66,6 +66,10 @@ class IcebergSinkConfig(BuiltinSink):
     def table_ref(self) -> tuple[str, str, str]:
         return self.connection, *self.identifier()
 
+    def output_ref(self) -> str:
+        namespace, table = self.identifier()
+        return f"sluice-iceberg://{self.connection.lower()}/{namespace}/{table}"
+
     def partitioned_by(self) -> tuple[str, ...]:
         return self.partition_by
 
