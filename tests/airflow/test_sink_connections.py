@@ -68,8 +68,8 @@ def test_table_and_topic_sink_assets_are_named_by_connection_id_and_do_not_clash
 
     def spec(name: str, table: str) -> Any:
         body = click_spec_dict(Workspace("local", (tmp_path / name).as_uri()), name=name)
-        body["sinks"].append({"name": "lake", "type": "iceberg", "table": table,
-                              "connection": "Lake_Cat", "warehouse": str(tmp_path / "wh")})  # fmt: skip
+        lake = {"name": "lake", "type": "iceberg", "table": table, "connection": "Lake_Cat"}
+        body["sinks"].append({**lake, "warehouse": str(tmp_path / "wh")})
         return parse_spec(body)
 
     a, b = spec("one", "marts.clicks"), spec("two", "marts.clicks")
