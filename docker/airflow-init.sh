@@ -5,7 +5,8 @@
 #   1. airflow db migrate
 #   2. the SimpleAuthManager password of the admin user ($AIRFLOW_ADMIN_PASSWORD), written to
 #      the passwords file shared with airflow-apiserver (volume airflow-auth)
-#   3. python -m sluice.airflow.provision: one single-slot pool per pipeline spec, the
+#   3. the Iceberg catalog database of the example clicks_to_iceberg (compose's PostgreSQL)
+#   4. python -m sluice.airflow.provision: one single-slot pool per pipeline spec, the
 #      Spark connection (created once; later edits in the UI are kept) and the sluice_serve
 #      connection to the sluice-serve service (its token from $SLUICE_SERVE_TOKEN)
 set -euo pipefail
@@ -34,6 +35,28 @@ tmp.write_text(json.dumps(passwords) + "\n")
 tmp.chmod(0o660)
 os.replace(tmp, path)
 PY
+
+if [[ ${AIRFLOW_CONN_SLUICE_ICEBERG:-} == postgresql://*@postgres:* ]]; then
+  # the example clicks_to_iceberg's SQL catalog: a database of its own in the stack's server
+  log "creating the Iceberg catalog database (if missing)"
+  python - <<'PY'
+import os
+from urllib.parse import urlsplit
+
+import psycopg2
+
+target = urlsplit(os.environ["AIRFLOW_CONN_SLUICE_ICEBERG"])
+name = target.path.lstrip("/")
+admin = psycopg2.connect(os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("+psycopg2", ""))
+admin.autocommit = True
+with admin.cursor() as cur:
+    cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+    if cur.fetchone() is None:
+        cur.execute(f'CREATE DATABASE "{name}"')
+        print(f"airflow-init: created database {name}")
+admin.close()
+PY
+fi
 
 log "provisioning pools, the Spark connection and the sluice serve connection"
 serve_args=()

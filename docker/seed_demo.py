@@ -21,6 +21,7 @@ from typing import Any
 DEFAULT_SPECS = (
     "include/pipelines/clicks_per_minute.yaml",
     "include/pipelines/count_window_average.yaml",
+    "include/pipelines/clicks_to_iceberg.yaml",
 )
 
 

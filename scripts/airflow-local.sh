@@ -106,6 +106,12 @@ export AIRFLOW__API__HOST=127.0.0.1
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL=$URL/execution/
 export SLUICE_DATA_ROOT=${SLUICE_DATA_ROOT:-$ROOT/data/airflow}
 [[ $SLUICE_DATA_ROOT == /* || $SLUICE_DATA_ROOT == *://* ]] || SLUICE_DATA_ROOT=$ROOT/$SLUICE_DATA_ROOT
+# clicks_to_iceberg's catalog (connection sluice_iceberg): a SQLite SQL catalog beside its data,
+# unless one is defined (any catalog URI: docs/iceberg.md)
+if [[ -z ${AIRFLOW_CONN_SLUICE_ICEBERG:-}${SLUICE_CONN_SLUICE_ICEBERG:-} && $SLUICE_DATA_ROOT == /* ]]; then
+  mkdir -p "$SLUICE_DATA_ROOT/clicks_to_iceberg"
+  export AIRFLOW_CONN_SLUICE_ICEBERG="sqlite:///$SLUICE_DATA_ROOT/clicks_to_iceberg/catalog.db"
+fi
 export PATH=$BIN:$PATH
 T0=$SECONDS
 

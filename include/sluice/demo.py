@@ -315,8 +315,8 @@ def write_reading_files(directory: Path, **kwargs: Any) -> list[Path]:
 def shipped_input(pipeline: str) -> list[tuple[str, bytes]] | None:
     """The input files of a shipped spec that reads files (``include/pipelines/``), by
     pipeline name; None for one that generates its input (Nexmark) or is not shipped."""
-    if pipeline == "clicks_per_minute":
-        return render_click_files()
+    if pipeline in ("clicks_per_minute", "clicks_to_iceberg", "clicks_to_kafka"):
+        return render_click_files()  # the demo's clicks, into another kind of sink
     if pipeline == "count_window_average":
         return render_reading_files()
     return None

@@ -132,14 +132,16 @@ def test_seed_demo_uploads_new_files_only(seed_demo: ModuleType) -> None:
 def test_seed_demo_main_reads_the_specs(
     seed_demo: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """By default both shipped specs that read files get their input, each in its own folder
-    under the compose root (count_window_average had none and failed on the clicks)."""
+    """By default every shipped spec that reads files gets its input, each in its own folder
+    under the compose root (count_window_average had none and failed on the clicks; the
+    example into Iceberg reads the demo's clicks)."""
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("SLUICE_DATA", raising=False)
     monkeypatch.setenv("SLUICE_DATA_ROOT", "s3://sluice")
     s3 = FakeS3()
     assert seed_demo.main(["--files", "2"], client=s3) == 0
     assert sorted(k for _, k in s3.objects) == [
+        *(f"clicks_to_iceberg/in/{n}" for n, _ in render_click_files()[:2]),
         *(f"count_window_average/in/{n}" for n, _ in render_reading_files()[:2]),
         *(f"demo/in/{n}" for n, _ in render_click_files()[:2]),
     ]
@@ -272,16 +274,20 @@ def test_make_airflow_gives_every_shipped_file_spec_its_input(
     monkeypatch.setenv("SLUICE_DATA_ROOT", str(tmp_path))
     (tmp_path / "count_window_average" / "in").mkdir(parents=True)
     lines = seed_inputs(ROOT / "include" / "pipelines")
-    assert len(lines) == 2 and "count_window_average: wrote 4 files" in lines[1], lines
+    assert len(lines) == 3 and "count_window_average: wrote 4 files" in lines[2], lines
+    assert lines[1].startswith("clicks_to_iceberg: wrote 20 files"), lines
     written = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
                for p in tmp_path.rglob("*") if p.is_file()}  # fmt: skip
     assert written == {
         **{f"demo/in/{n}": body for n, body in render_click_files()},
+        **{f"clicks_to_iceberg/in/{n}": body for n, body in render_click_files()},
         **{f"count_window_average/in/{n}": body for n, body in render_reading_files()},
     }, "no input for the Nexmark specs (they generate theirs), none elsewhere"
     (tmp_path / "demo" / "in" / "clicks-00000.jsonl").unlink()  # a user's folder: kept as is
     assert seed_inputs(ROOT / "include" / "pipelines") == [
         f"clicks_per_minute: kept the 19 files in {(tmp_path / 'demo' / 'in').as_uri()}",
+        "clicks_to_iceberg: kept the 20 files in "
+        f"{(tmp_path / 'clicks_to_iceberg' / 'in').as_uri()}",
         "count_window_average: kept the 4 files in "
         f"{(tmp_path / 'count_window_average' / 'in').as_uri()}",
     ]
