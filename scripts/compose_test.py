@@ -18,7 +18,10 @@
 5. the demo as a user runs it: seed the input (``docker/seed_demo.py``), unpause and trigger
    ``sluice__clicks_per_minute`` through the REST API until the input is consumed, compare the
    committed output in S3 with the independent reference (``tests/reference.py``), trigger a
-   rewind to epoch 1, wait until the input is consumed again, compare again.
+   rewind to epoch 1, wait until the input is consumed again, compare again. Then each
+   shipped example into another sink (``EXAMPLES``: an Iceberg table in the stack's catalog,
+   a Kafka topic), paused at first: unpause, trigger until consumed, every epoch committed
+   with its sink's receipt (the snapshot or transaction holding it).
 6. teardown: ``docker-compose down -v`` (containers, volumes, networks), the daemon we started,
    and a check that nothing of ours is left; then a summary with the time of every phase.
 
@@ -54,6 +57,8 @@ SLUICE_IMAGE = f"{LOCAL}/sluice-airflow:compose-test"
 COMPOSE_FILES = ("docker-compose.yaml", "docker/compose.local.yaml")
 DEMO_DAG = "sluice__clicks_per_minute"
 DEMO_SPEC = "include/pipelines/clicks_per_minute.yaml"
+# shipped examples into other sinks (paused by default): pipeline name, its sink's name
+EXAMPLES = (("clicks_to_iceberg", "lake"),)
 ADMIN_PASSWORD = "sluice-compose-test"  # this run's admin password (airflow-init writes it)
 # Published ports: env variable of docker-compose.yaml -> container port (all on 127.0.0.1).
 PORT_VARS = {
@@ -715,21 +720,23 @@ def host_env() -> dict[str, str]:
     }
 
 
-def history() -> list[dict[str, Any]]:
-    """``sluice checkpoints --json`` of the demo spec, run on the host against the stack."""
+def history(spec: str = DEMO_SPEC) -> list[dict[str, Any]]:
+    """``sluice checkpoints --json`` of a spec (the demo's), run on the host against the stack."""
     out = run(
-        [sys.executable, "-m", "sluice.cli", "checkpoints", DEMO_SPEC, "--json"],
+        [sys.executable, "-m", "sluice.cli", "checkpoints", spec, "--json"],
         env=host_env(),
         timeout=120,
     ).stdout
     return list(json.loads(out[out.index("[") :]))
 
 
-def consumed(last_file: str) -> Callable[[], list[dict[str, Any]] | None]:
+def consumed(
+    last_file: str, read: Callable[[], list[dict[str, Any]]] = history
+) -> Callable[[], list[dict[str, Any]] | None]:
     """The history once its newest epoch committed its sinks and read up to ``last_file``."""
 
     def check() -> list[dict[str, Any]] | None:
-        rows = history()
+        rows = read()
         if rows and rows[-1]["status"] == "sinks committed" and last_file in str(rows[-1]["end"]):
             return rows
         return None
@@ -738,7 +745,12 @@ def consumed(last_file: str) -> Callable[[], list[dict[str, Any]] | None]:
 
 
 def drive_until_consumed(
-    af: Airflow, conf: dict[str, Any] | None, last_file: str, timeout: float
+    af: Airflow,
+    conf: dict[str, Any] | None,
+    last_file: str,
+    timeout: float,
+    dag: str = DEMO_DAG,
+    read: Callable[[], list[dict[str, Any]]] = history,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Trigger runs (as a user clicking Trigger) until the input up to ``last_file`` is
     consumed; the first with ``conf``. Returns the triggered run ids and the history."""
@@ -746,12 +758,12 @@ def drive_until_consumed(
     deadline = time.monotonic() + timeout
     run_conf = conf
     while True:
-        run_id = af.trigger(DEMO_DAG, run_conf)
+        run_id = af.trigger(dag, run_conf)
         triggered.append(run_id)
         print(f"   triggered {run_id} conf={run_conf or {}}", flush=True)
-        af.wait_run(DEMO_DAG, run_id, max(60.0, deadline - time.monotonic()))
+        af.wait_run(dag, run_id, max(60.0, deadline - time.monotonic()))
         run_conf = None
-        rows = consumed(last_file)()
+        rows = consumed(last_file, read)()
         if rows:
             return triggered, rows
         if time.monotonic() > deadline:
@@ -944,10 +956,57 @@ def run_demo(summary: Summary) -> None:
         check_output(notes, summary, "after the rewind")
     with summary.phase("monitor page") as notes:
         check_monitor(af, notes)
+    for name, sink in EXAMPLES:
+        with summary.phase(f"example {name}") as notes:
+            run_example(af, summary, notes, name, sink, last_file)
     runs = af.runs(DEMO_DAG)
     summary.facts.append(
         f"DAG runs of {DEMO_DAG}: " + ", ".join(f"{r['dag_run_id']} {r['state']}" for r in runs)
     )
+
+
+def run_example(
+    af: Airflow, summary: Summary, notes: list[str], name: str, sink: str, last_file: str
+) -> None:
+    """A shipped example pipeline into another kind of sink (an Iceberg table in the stack's
+    catalog, a topic of its broker), paused at first like every DAG but the demo: unpause
+    it, trigger it until its input (the demo's clicks) is consumed, and check that every
+    epoch committed with the sink's receipt (the snapshot or transaction holding it)."""
+    dag = f"sluice__{name}"
+    if not af.api("GET", f"/dags/{dag}")["is_paused"]:
+        raise Failure(f"{dag} started unpaused; only the demo may")
+    af.api("PATCH", f"/dags/{dag}", json={"is_paused": False})
+
+    def read() -> list[dict[str, Any]]:
+        # as the monitor serves it: the host has no route to the stack's catalog or broker,
+        # which `sluice checkpoints` would open
+        return monitor_history(af, dag)
+
+    triggered, rows = drive_until_consumed(af, None, last_file, 1800, dag=dag, read=read)
+    epochs = [r for r in rows if r["status"] == "sinks committed"]
+    missing = [
+        r["epoch"]
+        for r in epochs
+        if r["windows_emitted"] and sink not in (r.get("published") or {})
+    ]
+    if not epochs or missing:
+        raise Failure(f"{name}: epochs {missing} committed without a receipt of {sink}: {rows}")
+    receipts = [r["published"][sink] for r in epochs if sink in (r.get("published") or {})]
+    notes.append(f"{len(epochs)} epochs committed; triggered {', '.join(triggered)}")
+    summary.facts.append(
+        f"{name}: {len(epochs)} epochs, {sum(r['records_read'] for r in epochs)} records read; "
+        f"{sink}: {receipts[0]} ... {receipts[-1]}"
+    )
+
+
+def monitor_history(af: Airflow, dag: str) -> list[dict[str, Any]]:
+    """A pipeline's epochs as the checkpoint monitor's data API gives them (the rows of
+    ``sluice checkpoints --json``)."""
+    api = f"{af.url}/sluice/api/pipelines/{dag}"
+    body = af.session.get(api, timeout=60)
+    if body.status_code != 200:
+        raise Failure(f"GET {api}: HTTP {body.status_code} {body.text[:300]}")
+    return list(body.json()["epochs"])
 
 
 def check_monitor(af: Airflow, notes: list[str]) -> None:
