@@ -1,12 +1,14 @@
 """The qos crash matrix with real servers: every sink, every fault point, every qos level.
 
-One pipeline writes its window results to three upsert sinks at once — files on S3
-(SeaweedFS), a PostgreSQL table and a Delta table on S3 — its late records to a PostgreSQL
-append table and its dead letters to a Delta append table. A ``sluice run`` subprocess is
+One pipeline writes its window results to four upsert sinks at once — files on S3
+(SeaweedFS), a PostgreSQL table, a Delta table on S3 and an Iceberg table (a SQL catalog on
+the PostgreSQL server, its warehouse on S3) — its late records to a PostgreSQL append table and
+its dead letters to a Delta append table. A ``sluice run`` subprocess is
 killed (SIGKILL) at a fault point of epoch 2 of 3, then the pipeline is resumed in-process.
 Each sink is compared with an uninterrupted run of the same pipeline:
 
-* qos 2: every sink equals the uninterrupted run exactly;
+* qos 2: every sink equals the uninterrupted run exactly, and the Iceberg table's snapshot
+  summaries name each epoch once;
 * qos 1: nothing is missing (duplicates are counted and reported);
 * qos 0: nothing is duplicated (losses are counted and reported).
 
@@ -53,7 +55,8 @@ FILES_PER_EPOCH = 2
 CRASH_EPOCH = 2
 KEYS = ("user", "window_start", "window_end")
 CONNECTION = "matrix_pg"
-SINKS = ("files", "postgres", "delta", "late→postgres", "dead→delta")
+CATALOG = "matrix_iceberg"  # an Iceberg SQL catalog in a database of the same server
+SINKS = ("files", "postgres", "delta", "iceberg", "late→postgres", "dead→delta")
 
 # make sink-matrix / make chaos only: every level at every point (the uninterrupted reference
 # ~2.5 min, then ~2 min a case, unloaded): too long for make test, which runs the racing
@@ -64,6 +67,7 @@ CASES = [
     for point in FAULT_POINTS
 ]
 MATRIX: dict[tuple[int, str], dict[str, str]] = {}
+NOTHING_STAGED = {"files": 0, "postgres": 0, "delta": 0, "iceberg": 0}
 
 
 # -- the pipeline ---------------------------------------------------------------------------
@@ -78,6 +82,8 @@ def _spec(ws: Workspace, tag: str, qos: int) -> dict[str, Any]:
         {"name": "postgres", "type": "postgres", "table": f"results_{tag}",
          "connection": CONNECTION, "mode": "upsert"},
         {"name": "delta", "type": "delta", "path": ws.uri("lake"), "mode": "upsert"},
+        {"name": "iceberg", "type": "iceberg", "table": f"matrix.results_{tag}",
+         "connection": CATALOG, "warehouse": ws.uri("warehouse"), "mode": "upsert"},
     ]  # fmt: skip
     body["late_records"] = {"type": "postgres", "table": f"late_{tag}", "connection": CONNECTION}
     body["dead_letters"] = {"type": "delta", "path": ws.uri("dead")}
@@ -90,6 +96,28 @@ class Outputs:
     def __init__(self, spark: Any, ws: Workspace, tag: str, url: str) -> None:
         self.spark, self.ws, self.tag, self.url = spark, ws, tag, url
 
+    def iceberg(self) -> Any:
+        """The Iceberg sink of this pipeline (to read its table and snapshots)."""
+        from sluice.sinks.iceberg import IcebergSink
+
+        spec = parse_spec(_spec(self.ws, self.tag, 2))
+        config = next(s for s in spec.sinks if s.name == "iceberg")
+        url = os.environ[f"SLUICE_CONN_{CATALOG.upper()}"]
+        store = self.ws.store("warehouse")
+        return IcebergSink(config, url, store, f"matrix_{self.tag}", spec.s3)
+
+    def iceberg_rows(self) -> list[dict[str, Any]]:
+        table = self.iceberg().load()
+        return [] if table is None else list(table.scan().to_arrow().to_pylist())
+
+    def iceberg_summaries(self) -> list[int]:
+        """The epoch of every snapshot summary of this pipeline's Iceberg table, in order."""
+        table = self.iceberg().load()
+        if table is None:
+            return []
+        found = [(s.summary or {}).get("sluice.epoch") for s in table.metadata.snapshots]
+        return [int(e) for e in found if e is not None]
+
     def read(self) -> dict[str, Counter[tuple[Any, ...]]]:
         from tests.fixtures.delta_tables import read_table as delta_rows
         from tests.fixtures.postgres_tables import read_table as pg_rows
@@ -99,6 +127,7 @@ class Outputs:
             "files": _files_table(changelog),
             "postgres": _results(pg_rows(self.url, f"results_{self.tag}")),
             "delta": _results(delta_rows(self.spark, self.ws.uri("lake"))),
+            "iceberg": _results(self.iceberg_rows()),
             "late→postgres": Counter(
                 (r["source_file"], r["source_line"]) for r in pg_rows(self.url, f"late_{self.tag}")
             ),
@@ -111,6 +140,7 @@ class Outputs:
     def leftovers(self) -> dict[str, int]:
         """Staged data of every sink that no commit has published (yet)."""
         from sluice.sinks.delta import STAGING as DELTA_STAGING
+        from sluice.sinks.iceberg import STAGING as ICEBERG_STAGING
 
         from tests.fixtures.postgres_tables import staging_tables
 
@@ -119,6 +149,7 @@ class Outputs:
             "postgres": len(staging_tables(self.url, f"matrix_{self.tag}")),
             "delta": len(self.ws.store("lake").list(DELTA_STAGING))
             + len(self.ws.store("dead").list(DELTA_STAGING)),
+            "iceberg": len(self.ws.store("warehouse").list(ICEBERG_STAGING)),
         }
 
 
@@ -182,9 +213,13 @@ def matrix_report(
 def warehouse(postgres_server: Any) -> Iterator[str]:
     url = postgres_server.create_database(f"matrix_{uuid.uuid4().hex[:6]}")
     url = "postgresql://" + url.split("://", 1)[1]
+    catalog = postgres_server.create_database(f"matrix_ice_{uuid.uuid4().hex[:6]}")
+    catalog = "postgresql://" + catalog.split("://", 1)[1]
     os.environ[f"SLUICE_CONN_{CONNECTION.upper()}"] = url
+    os.environ[f"SLUICE_CONN_{CATALOG.upper()}"] = catalog
     yield url
     os.environ.pop(f"SLUICE_CONN_{CONNECTION.upper()}", None)
+    os.environ.pop(f"SLUICE_CONN_{CATALOG.upper()}", None)
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +269,7 @@ def test_crash_then_resume(
     assert rt.repo.latest_epoch() == len(FILES) // FILES_PER_EPOCH
 
     # Orphans of the dead attempt are gone after the resume, whatever was staged.
-    assert outputs.leftovers() == {"files": 0, "postgres": 0, "delta": 0}, staged_before
+    assert outputs.leftovers() == NOTHING_STAGED, staged_before
     if qos == 2 and point == "process.after_prepare":
         assert all(n > 0 for n in staged_before.values()), staged_before
 
@@ -249,6 +284,9 @@ def test_crash_then_resume(
             assert losses == 0, (sink, point, losses)
         else:
             assert duplicates == 0, (sink, point, duplicates)
+    if qos == 2:  # a snapshot per epoch that changed the table, each epoch once
+        summaries = outputs.iceberg_summaries()
+        assert summaries == sorted(set(summaries)), summaries
     MATRIX[(qos, point)] = cells
 
 
@@ -277,6 +315,7 @@ def test_two_attempts_racing_publish_once(
     b = process_epoch(second, spark, plan.epoch)
     staged = Outputs(spark, ws, tag, warehouse).leftovers()
     assert staged["postgres"] >= 2 and staged["files"] > 0 and staged["delta"] > 0, staged
+    assert staged["iceberg"] > 0, staged
 
     winners: list[str] = []
     with ThreadPoolExecutor(2) as pool:
@@ -290,10 +329,13 @@ def test_two_attempts_racing_publish_once(
     files = read_rows(ws.store("out"), "parquet")
     pg = pg_rows(warehouse, f"results_{tag}")
     lake = delta_rows(spark, ws.uri("lake"))
-    for name, rows in (("files", files), ("postgres", pg), ("delta", lake)):
+    outputs = Outputs(spark, ws, tag, warehouse)
+    ice = outputs.iceberg_rows()
+    for name, rows in (("files", files), ("postgres", pg), ("delta", lake), ("iceberg", ice)):
         keys = Counter(_row_value(r)[: len(KEYS)] for r in rows)
         assert len(rows) == emitted and max(keys.values()) == 1, (name, len(rows), emitted)
-    assert Outputs(spark, ws, tag, warehouse).leftovers() == {"files": 0, "postgres": 0, "delta": 0}
+    assert outputs.leftovers() == NOTHING_STAGED
+    assert outputs.iceberg_summaries() == [plan.epoch]  # the winner's snapshot, once
     statuses = sorted(r.status.value for r in first.repo.attempts(plan.epoch))
     assert statuses == ["aborted", "committed"], statuses
 
@@ -302,10 +344,11 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     spark: Any, local_workspace: Workspace, warehouse: str, tmp_path: Path
 ) -> None:
     """qos 2, every sink kind in one pipeline: a ``sluice commit`` subprocess SIGKILLed after
-    the first sink (Delta) published epoch 2 and before PostgreSQL, the files sink, the late
-    records (PostgreSQL) and the dead letters (Delta) did. The resume publishes the rest and
-    re-commits Delta idempotently: each sink ends equal to the independent reference, every
-    window, late record and dead letter once, nothing left staged."""
+    the first sink (Iceberg) published epoch 2 and before Delta, PostgreSQL, the files sink,
+    the late records (PostgreSQL) and the dead letters (Delta) did. The resume publishes the
+    rest and re-commits Iceberg idempotently: each sink ends equal to the independent
+    reference, every window, late record and dead letter once, nothing left staged, each
+    epoch in one Iceberg snapshot summary."""
     from tests.fixtures.delta_tables import read_table as delta_rows
     from tests.fixtures.postgres_tables import read_table as pg_rows
 
@@ -316,7 +359,7 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     body["emit"] = "on_close"  # append sinks: a window published twice shows twice
     body["event_time"]["allowed_lateness"] = "0s"  # what click_reference computes
     body["sinks"] = [dict(s, mode="append") for s in reversed(body["sinks"])]
-    assert [s["type"] for s in body["sinks"]] == ["delta", "postgres", "files"]
+    assert [s["type"] for s in body["sinks"]] == ["iceberg", "delta", "postgres", "files"]
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(body))
     spec = parse_spec(body)
@@ -336,6 +379,7 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
         "files": committed_rows(spec, "files"),
         "postgres": pg_rows(warehouse, f"results_{tag}"),
         "delta": delta_rows(spark, ws.uri("lake")),
+        "iceberg": Outputs(spark, ws, tag, warehouse).iceberg_rows(),
     }
     for name, rows in results.items():
         rows = [{k: r[k] for k in reference.emitted[0]} for r in rows]
@@ -345,7 +389,10 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     assert sorted(late) == sorted(reference.late)
     dead = [(r["file"], r["line"], r["reason_code"]) for r in delta_rows(spark, ws.uri("dead"))]
     assert sorted(dead) == sorted(reference.dead)
-    assert Outputs(spark, ws, tag, warehouse).leftovers() == {"files": 0, "postgres": 0, "delta": 0}
+    outputs = Outputs(spark, ws, tag, warehouse)
+    assert outputs.leftovers() == NOTHING_STAGED
+    summaries = outputs.iceberg_summaries()
+    assert summaries == sorted(set(summaries)) and CRASH_EPOCH in summaries, summaries
 
 
 def _show(duplicates: int, losses: int) -> str:
