@@ -8,6 +8,7 @@ from sluice.spec.components.base import SinkConfig, SourceConfig, WindowConfig
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
+from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
@@ -36,6 +37,7 @@ __all__ = [
     "FilesSinkConfig",
     "FilesSourceConfig",
     "HoppingWindow",
+    "KafkaSinkConfig",
     "KafkaSourceConfig",
     "NexmarkSourceConfig",
     "PipelineSpec",

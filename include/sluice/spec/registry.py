@@ -23,6 +23,7 @@ from sluice.spec.components.base import (
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
+from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PLUGIN_HINT, PluginSinkConfig, PluginSourceConfig
@@ -105,6 +106,7 @@ SINKS: Registry[SinkConfig] = Registry("sink", plugin=PluginSinkConfig)
 SINKS.add(FilesSinkConfig)
 SINKS.add(PostgresSinkConfig)
 SINKS.add(DeltaSinkConfig)
+SINKS.add(KafkaSinkConfig)
 
 WINDOWS: Registry[WindowConfig] = Registry("window")
 WINDOWS.add(TumblingWindow)
