@@ -1,0 +1,374 @@
+"""The kafka sink (sluice.sinks.kafka) against the real KRaft broker the tests start: the sink
+contract (append and upsert), a zombie producer killed inside the epoch's transaction, racing
+and late commits, chunked epochs resumed after a crash between chunks, encodings, qos 0/1
+direct writes and the rewind refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sluice.sinks.kafka import STAGING, KafkaSink, KafkaStaged, Marker, transactional_id
+from sluice.spec import KafkaSinkConfig
+from sluice.storage import ObjectStore, open_store
+from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
+
+from tests.fixtures.kafka import KafkaServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- reading a topic as a consumer would ---------------------------------------------------
+
+
+def consume(
+    server: KafkaServer, topic: str, isolation: str = "read_committed"
+) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of ``topic`` a consumer with ``isolation`` sees, (key, value), in
+    partition then offset order."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    parts = server.partitions(topic)
+    consumer = Consumer(server.client_config(**{
+        "group.id": f"test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "isolation.level": isolation, "enable.partition.eof": True,
+    }))  # fmt: skip
+    got: dict[int, list[tuple[bytes | None, bytes | None]]] = {p: [] for p in parts}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        left, deadline = set(parts), time.monotonic() + 60
+        while left:
+            assert time.monotonic() < deadline, f"{topic}: partitions {left} not read to the end"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                left.discard(msg.partition())
+                continue
+            got[msg.partition()].append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return [r for p in parts for r in got[p]]
+
+
+def values(server: KafkaServer, topic: str) -> list[dict[str, Any]]:
+    return [json.loads(v) for _, v in consume(server, topic) if v is not None]
+
+
+def last_per_key(server: KafkaServer, topic: str) -> list[dict[str, Any]]:
+    """What a compacted topic ends with: the last value per key, tombstones removing it."""
+    table: dict[bytes | None, bytes | None] = {}
+    for key, value in consume(server, topic):
+        table[key] = value
+    return [json.loads(v) for v in table.values() if v is not None]
+
+
+# -- building sinks ------------------------------------------------------------------------
+
+
+def sink_config(server: KafkaServer, topic: str, **settings: Any) -> KafkaSinkConfig:
+    return KafkaSinkConfig.model_validate(
+        {"name": "out", "type": "kafka", "topic": topic, "bootstrap_servers": server.bootstrap,
+         **settings}
+    )  # fmt: skip
+
+
+def leftovers(store: ObjectStore) -> list[str]:
+    return [i.key for i in store.list(STAGING)]
+
+
+def _harness(server: KafkaServer, tmp_path: Path, mode: str) -> Harness:
+    topic = f"contract-{uuid.uuid4().hex[:8]}"
+    server.create_topic(topic, partitions=3)
+    pipeline = f"contract_{uuid.uuid4().hex[:8]}"
+    config = sink_config(server, topic, mode=mode).model_copy(
+        update={"keys": KEYS if mode == "upsert" else ()}
+    )
+    store = open_store(tmp_path.as_uri())
+    reader = last_per_key if mode == "upsert" else values
+    return Harness(
+        make=lambda: KafkaSink(config, store, pipeline),
+        rows=lambda: reader(server, topic),
+        leftovers=lambda: leftovers(store),
+    )
+
+
+class TestKafkaAppend(SinkContract):
+    @pytest.fixture
+    def harness(self, kafka_server: KafkaServer, tmp_path: Path) -> Harness:
+        return _harness(kafka_server, tmp_path, "append")
+
+
+class TestKafkaUpsert(UpsertSinkContract):
+    @pytest.fixture
+    def harness(self, kafka_server: KafkaServer, tmp_path: Path) -> Harness:
+        return _harness(kafka_server, tmp_path, "upsert")
+
+
+# -- exactly once under zombies, races, late retries and chunks ----------------------------
+
+
+@pytest.fixture
+def topic(kafka_server: KafkaServer) -> str:
+    return kafka_server.create_topic(f"sink-{uuid.uuid4().hex[:8]}", partitions=3)
+
+
+def _rows(n: int) -> list[tuple[str, int, int]]:
+    return [(f"u{i % 17}", i, i) for i in range(n)]
+
+
+ZOMBIE = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import Producer
+    bootstrap, tid, topic, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, b'{"zombie": %d}' % i, b"z")
+    p.flush(30)
+    print("produced", flush=True)
+    time.sleep(600)  # killed here, before commit_transaction()
+""")
+
+
+def test_a_zombie_killed_inside_the_transaction_is_fenced_and_its_records_never_read(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "zombie")
+    df, n = changelog(spark, 1, _rows(40))
+    prepared = sink.prepare(1, "a1", df, n)
+    zombie = subprocess.Popen(
+        [sys.executable, "-c", ZOMBIE, kafka_server.bootstrap, sink.tid, topic, "25"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert zombie.stdout is not None and zombie.stdout.readline().strip() == "produced"
+    finally:
+        os.kill(zombie.pid, signal.SIGKILL)
+        zombie.wait()
+    KafkaSink(sink.config, sink.store, "zombie").commit(prepared)  # fences, aborts, publishes
+    committed = consume(kafka_server, topic, "read_committed")
+    uncommitted = consume(kafka_server, topic, "read_uncommitted")
+    print(f"read_committed {len(committed)}, read_uncommitted {len(uncommitted)}")
+    assert len(committed) == 40
+    assert sorted(json.loads(v)["clicks"] for _, v in committed) == list(range(40))  # type: ignore[arg-type]
+    assert len(uncommitted) == 40 + 25  # the zombie's aborted records are in the log
+    assert sink.committed_epochs() == [1]
+
+
+def test_racing_commits_of_a_chunked_epoch_publish_it_once(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    config = sink_config(kafka_server, topic, max_records_per_transaction=30)
+    store = open_store(tmp_path.as_uri())
+    df, n = changelog(spark, 1, _rows(100))
+    prepared = KafkaSink(config, store, "race").prepare(1, "a1", df, n)
+    assert KafkaSink(config, store, "race").handle(prepared).chunks == 4
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            KafkaSink(config, store, "race").commit(prepared)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(v["clicks"] for v in values(kafka_server, topic)) == list(range(100))
+    assert leftovers(store) == []
+
+
+def test_a_commit_retried_after_later_epochs_adds_nothing(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "late")
+    df, n = changelog(spark, 1, _rows(5))
+    first = sink.prepare(1, "a1", df, n)
+    sink.commit(first)
+    df, n = changelog(spark, 2, _rows(7))
+    sink.commit(sink.prepare(2, "a2", df, n))
+    KafkaSink(sink.config, sink.store, "late").commit(first)  # long after: nothing staged even
+    assert len(consume(kafka_server, topic)) == 12
+    assert sink.committed_epochs() == [1, 2]
+
+
+class _KilledBetweenChunks(Exception):
+    pass
+
+
+class _CrashingSink(KafkaSink):
+    """Dies inside the second transaction, after producing part of it (as a SIGKILL would:
+    the transaction stays open on the broker)."""
+
+    def _produce(self, producer: Any, rows: Iterator[Any], limit: int, epoch: int,
+                 attempt: str) -> int:  # fmt: skip
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == 2:
+            super()._produce(producer, rows, limit // 2, epoch, attempt)
+            raise _KilledBetweenChunks()
+        return super()._produce(producer, rows, limit, epoch, attempt)
+
+
+def test_a_chunked_epoch_resumes_at_the_first_chunk_not_committed(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    config = sink_config(kafka_server, topic, max_records_per_transaction=40)
+    store = open_store(tmp_path.as_uri())
+    df, n = changelog(spark, 1, _rows(150))
+    prepared = KafkaSink(config, store, "chunks").prepare(1, "a1", df, n)
+    assert prepared.handle(KafkaStaged).chunks == 4  # ceil(150 / 40)
+    with pytest.raises(_KilledBetweenChunks):
+        _CrashingSink(config, store, "chunks").commit(prepared)
+    sink = KafkaSink(config, store, "chunks")
+    assert [(m.chunk, m.records) for m in sink.markers()] == [(0, 40)]
+    assert len(consume(kafka_server, topic)) == 40
+    sink.commit(prepared)
+    sink.commit(prepared)
+    markers = sink.markers()
+    assert [(m.chunk, m.chunks, m.records) for m in markers] == [
+        (0, 4, 40), (1, 4, 40), (2, 4, 40), (3, 4, 30)
+    ]  # fmt: skip
+    assert {m.transactional_id for m in markers} == {transactional_id("chunks", "out")}
+    clicks = sorted(json.loads(v)["clicks"] for _, v in consume(kafka_server, topic) if v)
+    assert clicks == list(range(150))
+    assert len(consume(kafka_server, topic, "read_uncommitted")) == 150 + 20  # the dead half
+
+
+# -- records -------------------------------------------------------------------------------
+
+
+def test_keys_values_and_headers_from_the_spec(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    config = sink_config(kafka_server, topic, key=["user"], value="string",
+                         value_column="user", headers={"h-clicks": "clicks"})  # fmt: skip
+    sink = KafkaSink(config, open_store(tmp_path.as_uri()), "enc")
+    df, n = changelog(spark, 1, [("alice", 0, 3), ("bob", 1, 4)])
+    sink.commit(sink.prepare(1, "a1", df, n))
+    consumer = Consumer(kafka_server.client_config(**{"group.id": "enc", "isolation.level":
+                                                      "read_committed"}))  # fmt: skip
+    got = []
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
+        while len(got) < 2:
+            msg = consumer.poll(5)
+            assert msg is not None and msg.error() is None
+            got.append((msg.partition(), msg.key(), msg.value(), msg.headers()))
+    finally:
+        consumer.close()
+    by_key = {k: (p, v, h) for p, k, v, h in got}
+    assert by_key[b"alice"][1:] == (b"alice", [("h-clicks", b"3")])
+    assert by_key[b"bob"][1:] == (b"bob", [("h-clicks", b"4")])
+    # partitioned by key as the Java client's default partitioner does
+    for key, (partition, _, _) in by_key.items():
+        assert partition == (murmur2(key) & 0x7FFFFFFF) % 3, key
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), as a signed int."""
+    m, r, mask = 0x5BD1E995, 24, 0xFFFFFFFF
+    h = (0x9747B28C ^ len(data)) & mask
+    n4 = len(data) // 4
+    for i in range(n4):
+        k = int.from_bytes(data[4 * i : 4 * i + 4], "little")
+        k = (k * m) & mask
+        k ^= k >> r
+        k = (k * m) & mask
+        h = (h * m) & mask
+        h ^= k
+    rest = data[4 * n4 :]
+    if len(rest) == 3:
+        h ^= rest[2] << 16
+    if len(rest) >= 2:
+        h ^= rest[1] << 8
+    if rest:
+        h ^= rest[0]
+        h = (h * m) & mask
+    h ^= h >> 13
+    h = (h * m) & mask
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def test_json_values_carry_iso_timestamps_and_upsert_deletes_are_tombstones(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    config = sink_config(kafka_server, topic, mode="upsert").model_copy(update={"keys": KEYS})
+    sink = KafkaSink(config, open_store(tmp_path.as_uri()), "json")
+    df, n = changelog(spark, 1, [("alice", 0, 3)])
+    sink.commit(sink.prepare(1, "a1", df, n))
+    df, n = changelog(spark, 2, [("alice", 0, None)], "delete")
+    sink.commit(sink.prepare(2, "a2", df, n))
+    (k1, v1), (k2, v2) = consume(kafka_server, topic)
+    assert k1 == k2 and v2 is None
+    key = {"user": "alice", "window_start": "2026-01-01T00:00:00+00:00",
+           "window_end": "2026-01-01T00:01:00+00:00"}  # fmt: skip
+    assert json.loads(k1 or b"") == key
+    assert json.loads(v1 or b"") == {**key, "clicks": 3}
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_direct_writes_publish_without_a_transaction(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path, qos: int
+) -> None:
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "d", qos=qos)
+    df, n = changelog(spark, 1, _rows(10))
+    sink.write(1, "a1", df, n)
+    sink.write(1, "a2", df, n)  # a qos 1 replay: duplicates, as documented
+    assert len(consume(kafka_server, topic)) == 20
+    assert sink.markers() == []
+    assert leftovers(sink.store) == []
+
+
+# -- rewinds -------------------------------------------------------------------------------
+
+
+def test_a_rewind_past_published_epochs_is_refused_naming_sink_topic_and_epochs(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "rw")
+    for epoch in (1, 2, 3, 5):
+        df, n = changelog(spark, epoch, _rows(2))
+        sink.commit(sink.prepare(epoch, f"a{epoch}", df, n))
+    problem = sink.retraction_problem(1)
+    assert problem is not None
+    assert "pipeline rw" in problem and "'out'" in problem and repr(topic) in problem
+    assert "epochs 2-3, 5" in problem and "on_rewind: republish" in problem
+    assert sink.retraction_problem(5) is None  # nothing published after 5
+    upsert = sink_config(kafka_server, topic, mode="upsert", on_rewind="republish")
+    assert KafkaSink(upsert.model_copy(update={"keys": KEYS}), sink.store, "rw") \
+        .retraction_problem(1) is None  # fmt: skip
+
+
+def test_markers_record_the_epoch_and_the_transaction(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "m")
+    df, n = changelog(spark, 7, _rows(3))
+    prepared = sink.prepare(7, "att", df, n)
+    assert dict(prepared.details) == {
+        "chunks": 1, "staging": "kafka-staging/out/000000000007-att/",
+        "topic": topic, "transactional_id": "sluice-m-out",
+    }  # fmt: skip
+    sink.commit(prepared)
+    assert sink.markers() == [Marker(7, 0, 1, 3, "sluice-m-out", "att")]
+    assert consume(kafka_server, f"{topic}.sluice-epochs")[0][0] == b"m/out/000000000007"
