@@ -5,6 +5,7 @@ direct writes and the rewind refusal."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -14,17 +15,24 @@ import textwrap
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from sluice.demo import render_click_files
+from sluice.protocol import InvalidRunRequest, RunRequest, run_epoch, run_until_drained
 from sluice.sinks.kafka import STAGING, KafkaSink, KafkaStaged, Marker, transactional_id
-from sluice.spec import KafkaSinkConfig
+from sluice.spec import KafkaSinkConfig, parse_spec
 from sluice.storage import ObjectStore, open_store
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
 
+from tests.faults.crashing import crash_step
 from tests.fixtures.kafka import KafkaServer
+from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
+from tests.reference import compare_rows, row_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,6 +119,7 @@ class TestKafkaAppend(SinkContract):
         return _harness(kafka_server, tmp_path, "append")
 
 
+@pytest.mark.extended
 class TestKafkaUpsert(UpsertSinkContract):
     @pytest.fixture
     def harness(self, kafka_server: KafkaServer, tmp_path: Path) -> Harness:
@@ -169,6 +178,7 @@ def test_a_zombie_killed_inside_the_transaction_is_fenced_and_its_records_never_
     assert sink.committed_epochs() == [1]
 
 
+@pytest.mark.extended
 def test_racing_commits_of_a_chunked_epoch_publish_it_once(
     spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
 ) -> None:
@@ -195,6 +205,7 @@ def test_racing_commits_of_a_chunked_epoch_publish_it_once(
     assert leftovers(store) == []
 
 
+@pytest.mark.extended
 def test_a_commit_retried_after_later_epochs_adds_nothing(
     spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
 ) -> None:
@@ -254,6 +265,7 @@ def test_a_chunked_epoch_resumes_at_the_first_chunk_not_committed(
 # -- records -------------------------------------------------------------------------------
 
 
+@pytest.mark.extended
 def test_keys_values_and_headers_from_the_spec(
     spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
 ) -> None:
@@ -309,6 +321,7 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@pytest.mark.extended
 def test_json_values_carry_iso_timestamps_and_upsert_deletes_are_tombstones(
     spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
 ) -> None:
@@ -326,7 +339,7 @@ def test_json_values_carry_iso_timestamps_and_upsert_deletes_are_tombstones(
     assert json.loads(v1 or b"") == {**key, "clicks": 3}
 
 
-@pytest.mark.parametrize("qos", [0, 1])
+@pytest.mark.parametrize("qos", [pytest.param(0, marks=pytest.mark.extended), 1])
 def test_direct_writes_publish_without_a_transaction(
     spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path, qos: int
 ) -> None:
@@ -372,3 +385,108 @@ def test_markers_record_the_epoch_and_the_transaction(
     sink.commit(prepared)
     assert sink.markers() == [Marker(7, 0, 1, 3, "sluice-m-out", "att")]
     assert consume(kafka_server, f"{topic}.sluice-epochs")[0][0] == b"m/out/000000000007"
+
+
+# -- end to end: the click pipeline into a topic, crashes and rewinds ----------------------
+
+CLICK_FILES = render_click_files(files=10, events_per_file=30, seed=34)
+CLICK_KEYS = ["user", "window_start"]
+
+
+def _click_results(server: KafkaServer, topic: str, upsert: bool = False) -> list[dict[str, Any]]:
+    rows = last_per_key(server, topic) if upsert else values(server, topic)
+    for row in rows:
+        for column in ("window_start", "window_end"):
+            row[column] = dt.datetime.fromisoformat(row[column])
+    return rows
+
+
+def _click_spec(ws: Workspace, server: KafkaServer, topic: str, **sink: Any) -> dict[str, Any]:
+    kafka = {"name": "out", "type": "kafka", "topic": topic,
+             "bootstrap_servers": server.bootstrap, **sink}  # fmt: skip
+    return click_spec_dict(ws, f"k{uuid.uuid4().hex[:6]}", sinks=[kafka])
+
+
+def _assert_exactly_once(server: KafkaServer, topic: str, files: Any) -> None:
+    out = _click_results(server, topic)
+    assert [k for k, n in Counter(row_key(r, CLICK_KEYS) for r in out).items() if n > 1] == []
+    assert compare_rows(out, click_reference(files).emitted, keys=CLICK_KEYS) == []
+
+
+KILLED_AT = [
+    pytest.param(("commit.after_sinks",), id="after-sinks"),
+    pytest.param(("process.after_prepare", "commit.after_checkpoint", "commit.mid_sinks",
+                  "commit.after_marker"), id="other-points", marks=pytest.mark.extended),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("points", KILLED_AT)
+def test_a_pipeline_killed_at_commit_fault_points_publishes_every_window_once(
+    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace, tmp_path: Path,
+    points: tuple[str, ...],
+) -> None:  # fmt: skip
+    ws, topic = local_workspace, f"clicks-{uuid.uuid4().hex[:8]}"
+    ws.put_files(CLICK_FILES)
+    body = _click_spec(ws, kafka_server, topic)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    rt = runtime(parse_spec(body))
+    run_epoch(rt, spark, max_units=1)
+    for point in points:
+        epoch = rt.repo.latest_epoch() + 1
+        code = crash_step(rt, spark, spec_path, point, epoch, log=tmp_path / "cli.log")
+        assert code == -signal.SIGKILL, (point, code, (tmp_path / "cli.log").read_text()[-3000:])
+        assert run_epoch(rt, spark, max_units=1) is not None  # recovers, then the next epoch
+    run_until_drained(rt, spark, max_units=1)
+    _assert_exactly_once(kafka_server, topic, CLICK_FILES)
+    committed = len(consume(kafka_server, topic))
+    uncommitted = len(consume(kafka_server, topic, "read_uncommitted"))
+    print(f"{points}: read_committed {committed}, read_uncommitted {uncommitted}")
+    sink = _kafka(rt)
+    with_rows = []
+    for epoch in range(1, rt.repo.latest_epoch() + 1):
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        if any(p.sink == "out" and p.rows for p in checkpoint.result.prepared):
+            with_rows.append(epoch)
+    assert sink.committed_epochs() == with_rows  # each epoch with output: one marker
+    assert leftovers(rt.repo.store) == []
+
+
+def _kafka(rt: Any) -> KafkaSink:
+    sink = rt.sinks[0].sink
+    assert isinstance(sink, KafkaSink)
+    return sink
+
+
+@pytest.mark.extended
+def test_a_rewind_is_refused_by_default_and_republished_when_opted_in(
+    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace
+) -> None:
+    ws = local_workspace
+    ws.put_files(CLICK_FILES[:4])
+    refusing = parse_spec(_click_spec(ws, kafka_server, f"rw-{uuid.uuid4().hex[:8]}"))
+    rt = runtime(refusing)
+    run_until_drained(rt, spark, max_units=1)
+    with pytest.raises(InvalidRunRequest) as refused:
+        RunRequest.from_conf(rt.name, {"restore_from": "checkpoint", "epoch": 2}).resolve(rt)
+    message = str(refused.value)
+    print(message)
+    published = [e for e in _kafka(rt).committed_epochs() if e > 2]
+    assert published == [3]  # epoch 4 closed no window: it published nothing, so no marker
+    assert f"pipeline {rt.name}, sink 'out' (kafka) published epochs 3 to topic" in message
+    assert "on_rewind: republish" in message
+
+    topic = f"rw-{uuid.uuid4().hex[:8]}"
+    body = _click_spec(ws, kafka_server, topic, mode="upsert", on_rewind="republish")
+    rt = runtime(parse_spec(body))
+    run_until_drained(rt, spark, max_units=1)
+    before = len(consume(kafka_server, topic))
+    plan = RunRequest.from_conf(rt.name, {"restore_from": "checkpoint", "epoch": 2}) \
+        .resolve(rt).plan(rt, max_units=1)  # fmt: skip
+    assert plan.restored_from is not None and plan.restored_from.rewound == (3, 4)
+    run_until_drained(rt, spark, max_units=1)
+    # the replay published epochs 3-4's windows again; the last value per key is the run's
+    assert len(consume(kafka_server, topic)) > before
+    out = _click_results(kafka_server, topic, upsert=True)
+    assert compare_rows(out, click_reference(CLICK_FILES[:4]).emitted, keys=CLICK_KEYS) == []
