@@ -490,3 +490,29 @@ def test_a_rewind_is_refused_by_default_and_republished_when_opted_in(
     assert len(consume(kafka_server, topic)) > before
     out = _click_results(kafka_server, topic, upsert=True)
     assert compare_rows(out, click_reference(CLICK_FILES[:4]).emitted, keys=CLICK_KEYS) == []
+
+
+# -- the publish rate (measured, never asserted: docs/kafka-sink.md quotes it) -------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit", [100_000, 1_000_000])
+def test_publish_rate(
+    spark: Any, kafka_server: KafkaServer, tmp_path: Path, limit: int, capsys: Any
+) -> None:
+    """200k click results (the contract's schema) through prepare and commit, qos 2."""
+    n = 200_000
+    topic = kafka_server.create_topic(f"rate-{uuid.uuid4().hex[:8]}", partitions=3)
+    config = sink_config(kafka_server, topic, key=["user"], max_records_per_transaction=limit)
+    sink = KafkaSink(config, open_store(tmp_path.as_uri()), "rate")
+    df, _ = changelog(spark, 1, [(f"u{i % 1000}", i % 1440, i) for i in range(n)])
+    started = time.perf_counter()
+    prepared = sink.prepare(1, "a1", df, n)
+    staged = time.perf_counter()
+    sink.commit(prepared)
+    done = time.perf_counter()
+    assert sum(kafka_server.end_offsets(topic).values()) >= n
+    with capsys.disabled():
+        print(f"\nkafka sink, {n} records, {prepared.handle(KafkaStaged).chunks} transaction(s): "
+              f"prepare {staged - started:.1f} s, commit {done - staged:.1f} s = "
+              f"{n / (done - staged):,.0f} records/s published")  # fmt: skip
