@@ -50,7 +50,7 @@ def consume(
     parts = server.partitions(topic)
     consumer = Consumer(server.client_config(**{
         "group.id": f"test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "isolation.level": isolation, "enable.partition.eof": True,
+        "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 10,
     }))  # fmt: skip
     got: dict[int, list[tuple[bytes | None, bytes | None]]] = {p: [] for p in parts}
     try:
@@ -413,20 +413,24 @@ def _assert_exactly_once(server: KafkaServer, topic: str, files: Any) -> None:
     assert compare_rows(out, click_reference(files).emitted, keys=CLICK_KEYS) == []
 
 
-KILLED_AT = [
-    pytest.param(("commit.after_sinks",), id="after-sinks"),
+KILLED_AT = [  # (points, files): one file per epoch, two epochs per point, a first and a last
+    pytest.param(("commit.after_sinks",), 4, id="after-sinks"),
     pytest.param(("process.after_prepare", "commit.after_checkpoint", "commit.mid_sinks",
-                  "commit.after_marker"), id="other-points", marks=pytest.mark.extended),
+                  "commit.after_marker"), 10, id="other-points", marks=pytest.mark.extended),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("points", KILLED_AT)
+@pytest.mark.parametrize(("points", "files"), KILLED_AT)
 def test_a_pipeline_killed_at_commit_fault_points_publishes_every_window_once(
-    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace, tmp_path: Path,
+    spark: Any,
+    kafka_server: KafkaServer,
+    local_workspace: Workspace,
+    tmp_path: Path,
     points: tuple[str, ...],
-) -> None:  # fmt: skip
-    ws, topic = local_workspace, f"clicks-{uuid.uuid4().hex[:8]}"
-    ws.put_files(CLICK_FILES)
+    files: int,
+) -> None:
+    ws, topic, inputs = local_workspace, f"clicks-{uuid.uuid4().hex[:8]}", CLICK_FILES[:files]
+    ws.put_files(inputs)
     body = _click_spec(ws, kafka_server, topic)
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(body))
@@ -438,7 +442,7 @@ def test_a_pipeline_killed_at_commit_fault_points_publishes_every_window_once(
         assert code == -signal.SIGKILL, (point, code, (tmp_path / "cli.log").read_text()[-3000:])
         assert run_epoch(rt, spark, max_units=1) is not None  # recovers, then the next epoch
     run_until_drained(rt, spark, max_units=1)
-    _assert_exactly_once(kafka_server, topic, CLICK_FILES)
+    _assert_exactly_once(kafka_server, topic, inputs)
     committed = len(consume(kafka_server, topic))
     uncommitted = len(consume(kafka_server, topic, "read_uncommitted"))
     print(f"{points}: read_committed {committed}, read_uncommitted {uncommitted}")

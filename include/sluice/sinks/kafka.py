@@ -200,6 +200,7 @@ class KafkaSink(Sink[KafkaStaged]):
             )
         self.client: dict[str, Any] = client
         self._topics_ready = False
+        self._admin_client: Any = None
         if config.mode == "upsert" and not config.keys:
             raise KafkaSinkError(
                 f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
@@ -418,6 +419,7 @@ class KafkaSink(Sink[KafkaStaged]):
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,  # the end is reached sooner (a few small records)
         }
         consumer = Consumer(settings)
         found: list[Marker] = []
@@ -464,9 +466,12 @@ class KafkaSink(Sink[KafkaStaged]):
     # -- topics -------------------------------------------------------------------------------
 
     def _admin(self) -> Any:
+        """One admin client per sink instance (made on first use)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient(self._plain_settings())
+        if self._admin_client is None:
+            self._admin_client = AdminClient(self._plain_settings())
+        return self._admin_client
 
     def _topic_exists(self, topic: str) -> bool:
         meta = self._admin().list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
