@@ -1,7 +1,12 @@
 """The kafka sink (sluice.sinks.kafka) against the real KRaft broker the tests start: the sink
 contract (append and upsert), a zombie producer killed inside the epoch's transaction, racing
 and late commits, chunked epochs resumed after a crash between chunks, encodings, qos 0/1
-direct writes and the rewind refusal."""
+direct writes, the rewind refusal; end to end, the click pipeline killed inside its Kafka
+commit and at the protocol's fault points, and a rewind refused / republished.
+
+make test runs the append contract, the zombie, the resumed chunks, the commit step killed
+inside its transactions and the refusal (~55 s on a warm session); the rest is marked
+extended, the publish-rate measurement slow."""
 
 from __future__ import annotations
 
@@ -23,7 +28,15 @@ from typing import Any
 import pytest
 import yaml
 from sluice.demo import render_click_files
-from sluice.protocol import InvalidRunRequest, RunRequest, run_epoch, run_until_drained
+from sluice.protocol import (
+    InvalidRunRequest,
+    RunRequest,
+    commit_epoch,
+    plan_epoch,
+    process_epoch,
+    run_epoch,
+    run_until_drained,
+)
 from sluice.sinks.kafka import STAGING, KafkaSink, KafkaStaged, Marker, transactional_id
 from sluice.spec import KafkaSinkConfig, parse_spec
 from sluice.storage import ObjectStore, open_store
@@ -414,7 +427,7 @@ def _assert_exactly_once(server: KafkaServer, topic: str, files: Any) -> None:
 
 
 KILLED_AT = [  # (points, files): one file per epoch, two epochs per point, a first and a last
-    pytest.param(("commit.after_sinks",), 4, id="after-sinks"),
+    pytest.param(("commit.after_sinks",), 4, id="after-sinks", marks=pytest.mark.extended),
     pytest.param(("process.after_prepare", "commit.after_checkpoint", "commit.mid_sinks",
                   "commit.after_marker"), 10, id="other-points", marks=pytest.mark.extended),
 ]  # fmt: skip
@@ -520,3 +533,51 @@ def test_publish_rate(
         print(f"\nkafka sink, {n} records, {prepared.handle(KafkaStaged).chunks} transaction(s): "
               f"prepare {staged - started:.1f} s, commit {done - staged:.1f} s = "
               f"{n / (done - staged):,.0f} records/s published")  # fmt: skip
+
+
+def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once(
+    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace, tmp_path: Path
+) -> None:
+    """``sluice commit`` in a subprocess, one record per transaction, SIGKILLed as soon as the
+    epoch's first marker is visible: the commit was between (or inside) its transactions. The
+    next step's recovery re-runs the commit, which fences the dead producer and resumes."""
+    ws, topic, inputs = local_workspace, f"clicks-{uuid.uuid4().hex[:8]}", CLICK_FILES[:3]
+    ws.put_files(inputs)
+    body = _click_spec(ws, kafka_server, topic, max_records_per_transaction=1)
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    rt = runtime(parse_spec(body))
+    sink = _kafka(rt)
+    epoch = 0
+    while True:  # the first epoch with several rows to publish
+        epoch += 1
+        assert plan_epoch(rt, max_units=1) is not None, "no epoch with several rows"
+        record = process_epoch(rt, spark, epoch)
+        assert record.result is not None
+        rows = sum(p.rows for p in record.result.prepared if p.sink == "out")
+        if rows > 2:
+            break
+        commit_epoch(rt, epoch, record.attempt)
+    env = dict(os.environ, SLUICE_SPARK_MASTER="local[1]", COLUMNS="200")
+    argv = [sys.executable, "-m", "sluice.cli", "commit", str(spec_path), "--epoch", str(epoch),
+            "--attempt", record.attempt]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(m.epoch == epoch for m in sink.markers()):
+            assert proc.poll() is None, "the commit step ended before its first marker"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    done = [m.chunk for m in sink.markers() if m.epoch == epoch]
+    assert rt.repo.checkpoint(epoch) is not None and rt.repo.sinks_committed(epoch) is None
+    run_until_drained(rt, spark, max_units=1)  # recovers epoch's commit first
+    _assert_exactly_once(kafka_server, topic, inputs)
+    committed = len(consume(kafka_server, topic))
+    uncommitted = len(consume(kafka_server, topic, "read_uncommitted"))
+    print(f"killed after {len(done)} of {rows} transactions of epoch {epoch}: "
+          f"read_committed {committed}, read_uncommitted {uncommitted}")  # fmt: skip
+    assert [m.chunk for m in sink.markers() if m.epoch == epoch] == list(range(rows))
+    assert leftovers(rt.repo.store) == []
