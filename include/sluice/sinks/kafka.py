@@ -313,6 +313,11 @@ class KafkaSink(Sink[KafkaStaged]):
             except _Fenced:
                 if self._wait_for_markers(epoch, chunks):
                     return  # the commit that fenced us published it
+            except Exception:
+                # e.g. the staged files deleted under us by a racing commit that finished
+                if self._next_chunk(epoch, chunks) >= chunks:
+                    return
+                raise
         raise self._error(
             KafkaPublishError, epoch, attempt,
             f"fenced {_ATTEMPTS} times by other producers with transactional.id {self.tid} "
