@@ -43,7 +43,7 @@ from sluice.storage import ObjectStore, open_store
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
 
 from tests.faults.crashing import crash_step
-from tests.fixtures.kafka import KafkaServer
+from tests.fixtures.kafka import SASL_PASSWORD, SASL_USER, KafkaServer
 from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
 from tests.reference import compare_rows, row_key
 
@@ -581,3 +581,76 @@ def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once
           f"read_committed {committed}, read_uncommitted {uncommitted}")  # fmt: skip
     assert [m.chunk for m in sink.markers() if m.epoch == epoch] == list(range(rows))
     assert leftovers(rt.repo.store) == []
+
+
+@pytest.mark.extended
+def test_a_pipeline_publishes_through_an_airflow_kafka_connection_with_sasl(
+    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The connection is read as the kafka source reads it (login / password -> SASL, the
+    extra's settings); the password is never stored."""
+    if kafka_server.sasl_bootstrap is None:
+        pytest.skip("SLUICE_TEST_KAFKA_BOOTSTRAP names an external broker: no SASL listener")
+    extra = {"bootstrap.servers": kafka_server.sasl_bootstrap, "sasl.mechanism": "PLAIN",
+             "security.protocol": "SASL_PLAINTEXT"}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SASL", json.dumps(
+        {"conn_type": "kafka", "login": SASL_USER, "password": SASL_PASSWORD, "extra": extra}
+    ))  # fmt: skip
+    ws, topic, inputs = local_workspace, f"sasl-{uuid.uuid4().hex[:8]}", CLICK_FILES[:3]
+    ws.put_files(inputs)
+    body = _click_spec(ws, kafka_server, topic)
+    del body["sinks"][0]["bootstrap_servers"]
+    body["sinks"][0]["connection"] = "kafka_sasl"
+    rt = runtime(parse_spec(body))
+    run_until_drained(rt, spark, max_units=1)
+    _assert_exactly_once(kafka_server, topic, inputs)
+    stored = [rt.repo.store.get(i.key) for i in rt.repo.store.list()]
+    assert not any(SASL_PASSWORD.encode() in data for data in stored)
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize(("qos", "point"), [(1, "commit.before_checkpoint"),
+                                            (0, "commit.after_checkpoint")])  # fmt: skip
+def test_qos_1_only_duplicates_and_qos_0_only_loses_after_a_kill(
+    spark: Any, kafka_server: KafkaServer, local_workspace: Workspace, tmp_path: Path,
+    qos: int, point: str,
+) -> None:  # fmt: skip
+    ws, topic, inputs = local_workspace, f"qos-{uuid.uuid4().hex[:8]}", CLICK_FILES[:6]
+    ws.put_files(inputs)
+    body = {**_click_spec(ws, kafka_server, topic), "qos": qos}
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    rt = runtime(parse_spec(body))
+    for _ in range(2):
+        run_epoch(rt, spark, max_units=1)
+    epoch = rt.repo.latest_epoch() + 1
+    if qos == 0:  # qos 0 commits the checkpoint inside the process step, then writes
+        plan_epoch(rt, max_units=1)
+        env = dict(os.environ, SLUICE_FAULT=point, SLUICE_FAULT_EPOCH=str(epoch),
+                   SLUICE_SPARK_MASTER="local[1]", COLUMNS="200")  # fmt: skip
+        argv = [sys.executable, "-m", "sluice.cli", "process", str(spec_path)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        code, log = done.returncode, done.stdout + done.stderr
+    else:
+        code = crash_step(rt, spark, spec_path, point, epoch, log=tmp_path / "cli.log")
+        log = (tmp_path / "cli.log").read_text()
+    assert code == -signal.SIGKILL, (code, log[-3000:])
+    run_until_drained(rt, spark, max_units=1)
+    counts = Counter(row_key(r, CLICK_KEYS) for r in _click_results(kafka_server, topic))
+    want = {row_key(r, CLICK_KEYS) for r in click_reference(inputs).emitted}
+    duplicates = sum(n - 1 for n in counts.values())
+    lost = len(want - set(counts))
+    print(f"qos {qos}, killed at {point} in epoch {epoch}: {len(want)} windows, "
+          f"{duplicates} duplicates, {lost} lost")  # fmt: skip
+    assert set(counts) <= want  # nothing made up
+    if qos == 1:
+        assert lost == 0
+    else:
+        assert duplicates == 0
+    assert sink_markers_absent(rt)
+
+
+def sink_markers_absent(rt: Any) -> bool:
+    """qos 0 / 1 publish without transactions: no markers."""
+    return _kafka(rt).markers() == []
