@@ -648,6 +648,8 @@ def test_qos_1_only_duplicates_and_qos_0_only_loses_after_a_kill(
         assert lost == 0
     else:
         assert duplicates == 0
+        marker = rt.repo.sinks_committed(epoch)
+        assert marker is not None and marker.output == "lost"
     assert sink_markers_absent(rt)
 
 
