@@ -43,6 +43,7 @@ last value per key is the replay's.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -301,6 +302,8 @@ class KafkaSink(Sink[KafkaStaged]):
         epoch, attempt = prepared.epoch, prepared.attempt
         files = sorted(i.key for i in self.store.list(staging) if i.key.endswith(".parquet"))
         if not files:
+            if self._next_chunk(epoch, chunks) >= chunks:
+                return  # a racing commit published it and deleted the staging meanwhile
             raise self._error(
                 KafkaSinkError, epoch, attempt,
                 f"the epoch is not published and its staged rows at {self.store.uri(staging)} "
@@ -352,11 +355,11 @@ class KafkaSink(Sink[KafkaStaged]):
             error = exc.args[0] if exc.args else None
             if error is not None and _fenced(error):
                 raise _Fenced() from exc
-            with _quiet():
+            with contextlib.suppress(Exception):  # best effort, after a failure
                 producer.abort_transaction(TIMEOUT_S)
             raise self._error(KafkaPublishError, epoch, attempt, f"publish failed: {exc}") from exc
         except KafkaPublishError:
-            with _quiet():
+            with contextlib.suppress(Exception):  # best effort, after a failure
                 producer.abort_transaction(TIMEOUT_S)
             raise
         finally:
@@ -645,16 +648,6 @@ def _fenced(error: Any) -> bool:
 
     codes = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
     return bool(error.code() in codes or (error.fatal() and "fenced" in str(error).lower()))
-
-
-class _quiet:
-    """Suppress the errors of a best-effort cleanup (an abort after a failure)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
 
 
 def _iso_columns(table: pa.Table) -> pa.Table:
