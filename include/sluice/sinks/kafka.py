@@ -433,7 +433,7 @@ class KafkaSink(Sink[KafkaStaged]):
         found: list[Marker] = []
         try:
             tp = TopicPartition(self.marker_topic, 0, OFFSET_BEGINNING)
-            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+            low, high = _watermarks(consumer, tp)
             if high <= low:
                 return []
             consumer.assign([tp])
@@ -640,6 +640,26 @@ class KafkaSink(Sink[KafkaStaged]):
 
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes]] | None]
+
+
+def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
+    """A partition's (low, high) offsets, waiting out a leader not elected yet (a topic just
+    created, a broker restarting) until TIMEOUT_S."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    waiting = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+               KafkaError.UNKNOWN_TOPIC_OR_PART)  # fmt: skip
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+            return int(low), int(high)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            retry = error is not None and (error.code() in waiting or error.retriable())
+            if not retry or time.monotonic() > deadline:
+                raise
+            time.sleep(POLL_S)
 
 
 def _fenced(error: Any) -> bool:
