@@ -663,11 +663,15 @@ def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
 
 
 def _fenced(error: Any) -> bool:
-    """A KafkaError that means another producer with our transactional.id took over."""
+    """A KafkaError after which this producer cannot go on: fenced by a newer producer with
+    our transactional.id (a racing commit), or any other fatal error — once fatal, even
+    ``produce()`` fails with a bare ``_FATAL``. The caller waits for the markers, then takes the
+    id back with a new producer."""
     from confluent_kafka import KafkaError
 
-    codes = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-    return bool(error.code() in codes or (error.fatal() and "fenced" in str(error).lower()))
+    codes = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+             KafkaError._FATAL}  # fmt: skip
+    return bool(error.code() in codes or error.fatal())
 
 
 def _iso_columns(table: pa.Table) -> pa.Table:
