@@ -363,7 +363,8 @@ class KafkaSink(Sink[KafkaStaged]):
                 producer.abort_transaction(TIMEOUT_S)
             raise
         finally:
-            producer.flush(0)
+            with contextlib.suppress(Exception):  # a fenced producer raises even here
+                producer.flush(0)
 
     def _produce(self, producer: Any, rows: Iterator[Record], limit: int, epoch: int,
                  attempt: str) -> int:  # fmt: skip
