@@ -1,16 +1,19 @@
 """What exactly-once costs: the same pipeline at qos 0, 1 and 2, per epoch, per sink.
 
     .venv/bin/python bench/qos_overhead.py [--epochs 6] [--events 20000] [--backends local,s3]
-        [--sinks files,postgres,delta]
+        [--sinks files,postgres,delta,iceberg,kafka]
 
 Each run: the click pipeline (tumbling 1-minute windows) over ``--epochs`` epochs of
 ``--events`` events each, its results going to one sink of the given type (``files``:
-Parquet; ``postgres``: a table on a PostgreSQL server started here; ``delta``: a Delta table),
-late records and dead letters to JSON lines. One Spark session (local[2]) is shared by all
+Parquet; ``postgres``: a table on a PostgreSQL server started here; ``delta``: a Delta table;
+``iceberg``: an Iceberg table in a SQLite SQL catalog, its warehouse on the backend;
+``kafka``: a topic of a KRaft broker started here, its stage on the backend), late records
+and dead letters to JSON lines. One Spark session (local[2]) is shared by all
 runs, with a warm-up run per sink first. S3 is a SeaweedFS server started here on loopback
 (checkpoints, input, and the files / delta output). Prints a markdown table (and writes
 bench/results/qos.md): seconds per epoch (median), the process and commit steps, and the
-overhead of qos 1 and 2 over qos 0.
+overhead of qos 1 and 2 over qos 0. Rows of sink types not run this time are kept from the
+file, with the command that measured them.
 """
 
 from __future__ import annotations
@@ -67,6 +70,14 @@ def main() -> int:
         servers.append(pg)
         url = "postgresql://" + pg.create_database("bench").split("://", 1)[1]
         os.environ["SLUICE_CONN_BENCH_PG"] = url
+    if "kafka" in sinks:
+        from tests.fixtures.kafka import start_kafka
+
+        broker = start_kafka(tmp / "kafka")
+        servers.append(broker)
+        os.environ["SLUICE_BENCH_KAFKA"] = broker.bootstrap
+    if "iceberg" in sinks:
+        os.environ["SLUICE_CONN_BENCH_ICEBERG"] = f"sqlite:///{tmp / 'iceberg-catalog.db'}"
     spark = spark_session("sluice-qos-bench")
     rows: list[dict[str, Any]] = []
     try:
@@ -111,9 +122,9 @@ def main() -> int:
         spark.stop()
         for server in servers:
             server.stop()
-    text = _table(rows, args)
-    print(text)
     out = ROOT / "bench" / "results" / "qos.md"
+    text = _table(rows, args, _kept(out, set(sinks)))
+    print(text)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
     return 0
@@ -126,12 +137,38 @@ def _sink(kind: str, ws: Any) -> dict[str, Any]:
         return {"name": "out", "type": "postgres", "table": table, "connection": "bench_pg"}
     if kind == "delta":
         return {"name": "out", "type": "delta", "path": ws.uri("lake")}
+    if kind == "iceberg":
+        table = f"bench.t_{uuid.uuid4().hex[:8]}"
+        return {"name": "out", "type": "iceberg", "table": table, "connection": "bench_iceberg",
+                "warehouse": ws.uri("warehouse")}  # fmt: skip
+    if kind == "kafka":
+        return {"name": "out", "type": "kafka", "topic": f"bench_{uuid.uuid4().hex[:8]}",
+                "bootstrap_servers": os.environ["SLUICE_BENCH_KAFKA"], "key": ["user"]}  # fmt: skip
     return {"name": "out", "type": "files", "path": ws.uri("out"), "format": "parquet"}
 
 
-def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+HEAD = "| backend | results sink | qos | s/epoch (median) | process s | commit s | vs qos 0 |"
+
+
+def _kept(out: Path, run: set[str]) -> tuple[list[str], list[str]]:
+    """The header lines and table rows of ``out`` whose sink types this run does not measure
+    again (an earlier command measured them)."""
+    if not out.exists():
+        return [], []
+    lines = out.read_text().splitlines()
+    heads = [line for line in lines if line.startswith("qos overhead:")]
+    rows = [line for line in lines if line.startswith("| ") and line != HEAD
+            and line.split("|")[2].strip() not in run]  # fmt: skip
+    sinks = {line.split("|")[2].strip() for line in rows}
+    return [h for h in heads if any(f"--sinks {s}" in h or f",{s}" in h for s in sinks)], rows
+
+
+def _table(
+    rows: list[dict[str, Any]], args: argparse.Namespace, kept: tuple[list[str], list[str]]
+) -> str:
     base = {(r["backend"], r["sink"]): r["epoch_s"] for r in rows if r["qos"] == 0}
     lines = [
+        *kept[0],
         f"qos overhead: {args.epochs} epochs x {args.events:,} events, click pipeline, "
         f"local[2]; {os.cpu_count()} cores, "
         f"{_memory_gib()} GiB, {platform.python_version()}, "
@@ -139,8 +176,9 @@ def _table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"--epochs {args.epochs} --events {args.events} --backends {args.backends} "
         f"--sinks {args.sinks}",
         "",
-        "| backend | results sink | qos | s/epoch (median) | process s | commit s | vs qos 0 |",
+        HEAD,
         "|---|---|---|---|---|---|---|",
+        *kept[1],
     ]
     for r in rows:
         extra = (r["epoch_s"] / base[(r["backend"], r["sink"])] - 1) * 100
@@ -162,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--events", type=int, default=20_000, help="events per epoch")
     parser.add_argument("--backends", default="local,s3")
-    parser.add_argument("--sinks", default="files,postgres,delta", help="results sink types")
+    parser.add_argument(
+        "--sinks", default="files,postgres,delta,iceberg,kafka", help="results sink types"
+    )
     return parser
 
 

@@ -36,6 +36,7 @@ from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.spec.components.iceberg_sink import IcebergSinkConfig
+from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
@@ -228,6 +229,19 @@ def _iceberg_sink(c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, f
     return IcebergSink(c, url, open_store(c.warehouse, s3=spec.s3), spec.name, spec.s3)
 
 
+def _kafka_sink(c: KafkaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    from sluice.sinks.kafka import KafkaSink
+    from sluice.sources.kafka_client import connection_settings, planner_settings
+
+    settings: dict[str, str] = {}
+    if c.connection:
+        url = ctx.connections.get(c.connection)
+        if url is None:
+            raise MissingConnection(spec.name, c.name, c.connection)
+        settings = planner_settings(connection_settings(url))  # the source's reading of it
+    return KafkaSink(c, ctx.repo.store, spec.name, settings, qos=spec.qos)
+
+
 def _plugin_sink(c: PluginSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
     built: Sink = _plugin(c, spec, field, Sink, spec.name)  # _plugin checked the class
     name = getattr(built, "name", None)  # a class of one's own may never set it
@@ -250,6 +264,7 @@ SINK_BUILDERS: dict[type[SinkConfig], SinkBuilder] = {
     PostgresSinkConfig: _postgres_sink,
     DeltaSinkConfig: _delta_sink,
     IcebergSinkConfig: _iceberg_sink,
+    KafkaSinkConfig: _kafka_sink,
     PluginSinkConfig: _plugin_sink,
 }
 

@@ -80,3 +80,14 @@ def test_table_and_topic_sink_assets_are_named_by_connection_id_and_do_not_clash
     assert any("sluice-iceberg://lake_cat/marts/clicks" in line for line in found), found
     c = spec("three", "marts.other")
     assert not any("iceberg" in line for line in clashes([(a, "one.yaml"), (c, "three.yaml")]))
+
+
+def test_a_kafka_sink_asset_is_its_topic(tmp_path: Path) -> None:
+    body = click_spec_dict(Workspace("local", tmp_path.as_uri()))
+    body["sinks"] += [
+        {"name": "bus", "type": "kafka", "topic": "clicks", "connection": "Kafka_Prod"},
+        {"name": "dev", "type": "kafka", "topic": "clicks", "bootstrap_servers": "b1:9092,b2:9092"},
+    ]
+    spec = parse_spec(body)
+    assert sink_asset(spec, spec.sinks[1]).uri == "sluice-kafka://kafka_prod/clicks"
+    assert sink_asset(spec, spec.sinks[2]).uri == "kafka://b1:9092/clicks"

@@ -199,9 +199,9 @@ def test_unknown_schema_type(tmp_path: Path) -> None:
 
 def test_unknown_sink_type(tmp_path: Path) -> None:
     data = base(tmp_path)
-    data["sinks"][0]["type"] = "kafka"
+    data["sinks"][0]["type"] = "kinesis"
     problem, _ = only_problem(data, "sinks[0].type")
-    assert "'kafka'" in problem
+    assert "'kinesis'" in problem
 
 
 @pytest.mark.parametrize("column", ["user", "amount", "nope"])
@@ -371,7 +371,8 @@ def test_postgres_and_delta_sinks(tmp_path: Path) -> None:
          "not a setting of a delta sink"),
         ({"type": "files", "path": "out", "partition_by": ["nope"]}, "sinks.out.partition_by",
          "'nope' is not a result column"),
-        ({"type": "kafka", "path": "x"}, "sinks[0].type", "kafka"),
+        ({"type": "kafka", "topic": "t", "bootstrap_servers": "h:9092", "path": "x"},
+         "sinks[0].path", "not a setting of a kafka sink"),
     ],
 )  # fmt: skip
 def test_bad_sink_settings_are_named(

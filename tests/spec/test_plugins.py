@@ -140,7 +140,7 @@ def test_an_unknown_type_without_a_colon_points_at_plugins(tmp_path: Path) -> No
     data["sinks"][0]["type"] = "sqlite"
     problem, fix = problems(data)["sinks[0].type"]
     assert problem == "'sqlite' is not valid"
-    assert "['files', 'postgres', 'delta', 'iceberg']" in fix and "module:Class" in fix
+    assert "['files', 'postgres', 'delta', 'iceberg', 'kafka']" in fix and "module:Class" in fix
 
 
 def test_a_plugin_side_sink_is_appended(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def kafka(**extra: Any) -> dict[str, Any]:
 
 def test_every_type_is_registered_under_its_own_name() -> None:
     assert list(SOURCES.types) == ["files", "nexmark", "kafka", "sqlite"]
-    assert list(SINKS.types) == ["files", "postgres", "delta", "iceberg"]
+    assert list(SINKS.types) == ["files", "postgres", "delta", "iceberg", "kafka"]
     assert list(WINDOWS.types) == ["tumbling", "hopping", "session", "count"]
     for registry in (SOURCES, SINKS, WINDOWS):
         for name, cls in registry.types.items():

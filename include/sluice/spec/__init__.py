@@ -9,6 +9,7 @@ from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.spec.components.iceberg_sink import IcebergSinkConfig
+from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PluginSinkConfig, PluginSourceConfig
@@ -38,6 +39,7 @@ __all__ = [
     "FilesSourceConfig",
     "HoppingWindow",
     "IcebergSinkConfig",
+    "KafkaSinkConfig",
     "KafkaSourceConfig",
     "NexmarkSourceConfig",
     "PipelineSpec",

@@ -24,6 +24,7 @@ from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.spec.components.iceberg_sink import IcebergSinkConfig
+from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.spec.components.kafka_source import KafkaSourceConfig
 from sluice.spec.components.nexmark_source import NexmarkSourceConfig
 from sluice.spec.components.plugins import PLUGIN_HINT, PluginSinkConfig, PluginSourceConfig
@@ -107,6 +108,7 @@ SINKS.add(FilesSinkConfig)
 SINKS.add(PostgresSinkConfig)
 SINKS.add(DeltaSinkConfig)
 SINKS.add(IcebergSinkConfig)
+SINKS.add(KafkaSinkConfig)
 
 WINDOWS: Registry[WindowConfig] = Registry("window")
 WINDOWS.add(TumblingWindow)

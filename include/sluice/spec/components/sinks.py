@@ -12,7 +12,9 @@ __all__ = ["SINK_SETTINGS", "BuiltinSink", "partition_columns", "sink_name"]
 
 # every setting some sink type takes: naming one another type lacks says so
 SINK_SETTINGS = ("name", "type", "path", "format", "mode", "table", "connection",
-                 "partition_by", "options", "warehouse")  # fmt: skip
+                 "partition_by", "options", "warehouse", "topic", "bootstrap_servers", "key",
+                 "value", "value_column", "headers", "on_rewind", "max_records_per_transaction",
+                 "marker_topic", "kafka")  # fmt: skip
 
 
 def sink_name(value: Any) -> Any:
