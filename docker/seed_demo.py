@@ -22,6 +22,7 @@ DEFAULT_SPECS = (
     "include/pipelines/clicks_per_minute.yaml",
     "include/pipelines/count_window_average.yaml",
     "include/pipelines/clicks_to_iceberg.yaml",
+    "include/pipelines/clicks_to_kafka.yaml",
 )
 
 

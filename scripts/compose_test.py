@@ -58,7 +58,7 @@ COMPOSE_FILES = ("docker-compose.yaml", "docker/compose.local.yaml")
 DEMO_DAG = "sluice__clicks_per_minute"
 DEMO_SPEC = "include/pipelines/clicks_per_minute.yaml"
 # shipped examples into other sinks (paused by default): pipeline name, its sink's name
-EXAMPLES = (("clicks_to_iceberg", "lake"),)
+EXAMPLES = (("clicks_to_iceberg", "lake"), ("clicks_to_kafka", "topic"))
 ADMIN_PASSWORD = "sluice-compose-test"  # this run's admin password (airflow-init writes it)
 # Published ports: env variable of docker-compose.yaml -> container port (all on 127.0.0.1).
 PORT_VARS = {

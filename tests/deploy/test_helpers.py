@@ -142,6 +142,7 @@ def test_seed_demo_main_reads_the_specs(
     assert seed_demo.main(["--files", "2"], client=s3) == 0
     assert sorted(k for _, k in s3.objects) == [
         *(f"clicks_to_iceberg/in/{n}" for n, _ in render_click_files()[:2]),
+        *(f"clicks_to_kafka/in/{n}" for n, _ in render_click_files()[:2]),
         *(f"count_window_average/in/{n}" for n, _ in render_reading_files()[:2]),
         *(f"demo/in/{n}" for n, _ in render_click_files()[:2]),
     ]
@@ -274,13 +275,15 @@ def test_make_airflow_gives_every_shipped_file_spec_its_input(
     monkeypatch.setenv("SLUICE_DATA_ROOT", str(tmp_path))
     (tmp_path / "count_window_average" / "in").mkdir(parents=True)
     lines = seed_inputs(ROOT / "include" / "pipelines")
-    assert len(lines) == 3 and "count_window_average: wrote 4 files" in lines[2], lines
+    assert len(lines) == 4 and "count_window_average: wrote 4 files" in lines[3], lines
     assert lines[1].startswith("clicks_to_iceberg: wrote 20 files"), lines
+    assert lines[2].startswith("clicks_to_kafka: wrote 20 files"), lines
     written = {p.relative_to(tmp_path).as_posix(): p.read_bytes()
                for p in tmp_path.rglob("*") if p.is_file()}  # fmt: skip
     assert written == {
         **{f"demo/in/{n}": body for n, body in render_click_files()},
         **{f"clicks_to_iceberg/in/{n}": body for n, body in render_click_files()},
+        **{f"clicks_to_kafka/in/{n}": body for n, body in render_click_files()},
         **{f"count_window_average/in/{n}": body for n, body in render_reading_files()},
     }, "no input for the Nexmark specs (they generate theirs), none elsewhere"
     (tmp_path / "demo" / "in" / "clicks-00000.jsonl").unlink()  # a user's folder: kept as is
@@ -288,6 +291,7 @@ def test_make_airflow_gives_every_shipped_file_spec_its_input(
         f"clicks_per_minute: kept the 19 files in {(tmp_path / 'demo' / 'in').as_uri()}",
         "clicks_to_iceberg: kept the 20 files in "
         f"{(tmp_path / 'clicks_to_iceberg' / 'in').as_uri()}",
+        f"clicks_to_kafka: kept the 20 files in {(tmp_path / 'clicks_to_kafka' / 'in').as_uri()}",
         "count_window_average: kept the 4 files in "
         f"{(tmp_path / 'count_window_average' / 'in').as_uri()}",
     ]

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = {  # include/pipelines/: the specs dags/sluice_pipelines.py turns into DAGs
     "clicks_per_minute.yaml": "sha256:dbf21559fe7d9ce0",
     "clicks_to_iceberg.yaml": "sha256:cee8517072428d1c",
+    "clicks_to_kafka.yaml": "sha256:cee8517072428d1c",
     "count_window_average.yaml": "sha256:14c9ff105824006a",
     "nexmark_q1.yaml": "sha256:ca24d4b60462d747",
     "nexmark_q11.yaml": "sha256:b619df644b8f8f28",
