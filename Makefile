@@ -137,7 +137,7 @@ soak: java-check $(INSTALLED) jars
 # The whole qos crash matrix (3 levels x 11 fault points x 5 sinks, ~1 h), printed at the end
 # and saved to $(SINK_MATRIX_OUT).
 SINK_MATRIX_OUT ?= bench/results/sink-matrix.txt
-sink-matrix: java-check $(INSTALLED) jars postgres-check
+sink-matrix: java-check $(INSTALLED) jars kafka-jars postgres-check
 	SLUICE_MATRIX_OUT=$(SINK_MATRIX_OUT) $(BIN)/pytest tests/faults/test_sink_matrix.py
 
 # The Nexmark benchmark (bench/nexmark.py; never part of make test). BENCH_ARGS adds options,

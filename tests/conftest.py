@@ -13,6 +13,11 @@ import pytest
 # keep the default.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
+# The sink and source contract suites live in the package (sluice.testing) so that users can
+# run them against their own sinks; their asserts say what differed only if pytest rewrites
+# them, which it does for test files and plugins alone.
+pytest.register_assert_rewrite("sluice.testing")
+
 pytest_plugins = [
     "tests.fixtures.airflow",
     "tests.fixtures.file_times",

@@ -1,11 +1,13 @@
 """The qos crash matrix with real servers: every sink, every fault point, every qos level.
 
-One pipeline writes its window results to four upsert sinks at once — files on S3
-(SeaweedFS), a PostgreSQL table, a Delta table on S3 and an Iceberg table (a SQL catalog on
-the PostgreSQL server, its warehouse on S3) — its late records to a PostgreSQL append table and
-its dead letters to a Delta append table. A ``sluice run`` subprocess is
-killed (SIGKILL) at a fault point of epoch 2 of 3, then the pipeline is resumed in-process.
-Each sink is compared with an uninterrupted run of the same pipeline:
+One pipeline writes its window results to five upsert sinks at once — files on S3
+(SeaweedFS), a PostgreSQL table, a Delta table on S3, an Iceberg table (a SQL catalog on the
+PostgreSQL server, its warehouse on S3) and a Kafka topic (the KRaft broker the tests start;
+what a ``read_committed`` consumer reads, every record counted, not just the last per key) —
+its late records to a PostgreSQL append table and its dead letters to a Delta append table.
+A ``sluice run`` subprocess is killed (SIGKILL) at a fault point of epoch 2 of 3, then the
+pipeline is resumed in-process. Each sink is compared with an uninterrupted run of the same
+pipeline:
 
 * qos 2: every sink equals the uninterrupted run exactly, and the Iceberg table's snapshot
   summaries name each epoch once;
@@ -21,6 +23,7 @@ points), make chaos too.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -29,6 +32,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,7 @@ from sluice.spec import parse_spec
 
 from tests.faults.conftest import report
 from tests.faults.crashing import crash_step
+from tests.fixtures.kafka import read_topic
 from tests.fixtures.pipelines import (
     Workspace,
     click_reference,
@@ -56,7 +61,8 @@ CRASH_EPOCH = 2
 KEYS = ("user", "window_start", "window_end")
 CONNECTION = "matrix_pg"
 CATALOG = "matrix_iceberg"  # an Iceberg SQL catalog in a database of the same server
-SINKS = ("files", "postgres", "delta", "iceberg", "late→postgres", "dead→delta")
+SINKS = ("files", "postgres", "delta", "iceberg", "kafka", "late→postgres", "dead→delta")
+BROKER: list[Any] = []  # the session's Kafka server (fixture broker)
 
 # make sink-matrix / make chaos only: every level at every point (the uninterrupted reference
 # ~2.5 min, then ~2 min a case, unloaded): too long for make test, which runs the racing
@@ -67,7 +73,7 @@ CASES = [
     for point in FAULT_POINTS
 ]
 MATRIX: dict[tuple[int, str], dict[str, str]] = {}
-NOTHING_STAGED = {"files": 0, "postgres": 0, "delta": 0, "iceberg": 0}
+NOTHING_STAGED = {"files": 0, "postgres": 0, "delta": 0, "iceberg": 0, "kafka": 0}
 
 
 # -- the pipeline ---------------------------------------------------------------------------
@@ -84,6 +90,8 @@ def _spec(ws: Workspace, tag: str, qos: int) -> dict[str, Any]:
         {"name": "delta", "type": "delta", "path": ws.uri("lake"), "mode": "upsert"},
         {"name": "iceberg", "type": "iceberg", "table": f"matrix.results_{tag}",
          "connection": CATALOG, "warehouse": ws.uri("warehouse"), "mode": "upsert"},
+        {"name": "kafka", "type": "kafka", "topic": f"matrix_{tag}", "mode": "upsert",
+         "bootstrap_servers": BROKER[0].bootstrap if BROKER else "127.0.0.1:9"},
     ]  # fmt: skip
     body["late_records"] = {"type": "postgres", "table": f"late_{tag}", "connection": CONNECTION}
     body["dead_letters"] = {"type": "delta", "path": ws.uri("dead")}
@@ -128,6 +136,7 @@ class Outputs:
             "postgres": _results(pg_rows(self.url, f"results_{self.tag}")),
             "delta": _results(delta_rows(self.spark, self.ws.uri("lake"))),
             "iceberg": _results(self.iceberg_rows()),
+            "kafka": Counter(read_topic(BROKER[0], f"matrix_{self.tag}")),
             "late→postgres": Counter(
                 (r["source_file"], r["source_line"]) for r in pg_rows(self.url, f"late_{self.tag}")
             ),
@@ -141,6 +150,7 @@ class Outputs:
         """Staged data of every sink that no commit has published (yet)."""
         from sluice.sinks.delta import STAGING as DELTA_STAGING
         from sluice.sinks.iceberg import STAGING as ICEBERG_STAGING
+        from sluice.sinks.kafka import STAGING as KAFKA_STAGING
 
         from tests.fixtures.postgres_tables import staging_tables
 
@@ -150,6 +160,8 @@ class Outputs:
             "delta": len(self.ws.store("lake").list(DELTA_STAGING))
             + len(self.ws.store("dead").list(DELTA_STAGING)),
             "iceberg": len(self.ws.store("warehouse").list(ICEBERG_STAGING)),
+            # staged under the checkpoint store (the pipeline's, named by its tag)
+            "kafka": len(self.ws.store("ckpt").list(f"matrix_{self.tag}/{KAFKA_STAGING}")),
         }
 
 
@@ -207,6 +219,13 @@ def matrix_report(
     out.write_text("\n".join(lines) + "\n")
     # under pytest-xdist the summary is the worker's (not shown): the saved file has it
     report(request.config, f"qos crash matrix: {len(MATRIX)} cases, saved to {out}", lines)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def broker(kafka_server: Any) -> Iterator[Any]:
+    BROKER.append(kafka_server)
+    yield kafka_server
+    BROKER.clear()
 
 
 @pytest.fixture(scope="module")
@@ -315,7 +334,7 @@ def test_two_attempts_racing_publish_once(
     b = process_epoch(second, spark, plan.epoch)
     staged = Outputs(spark, ws, tag, warehouse).leftovers()
     assert staged["postgres"] >= 2 and staged["files"] > 0 and staged["delta"] > 0, staged
-    assert staged["iceberg"] > 0, staged
+    assert staged["iceberg"] > 0 and staged["kafka"] > 0, staged
 
     winners: list[str] = []
     with ThreadPoolExecutor(2) as pool:
@@ -331,7 +350,9 @@ def test_two_attempts_racing_publish_once(
     lake = delta_rows(spark, ws.uri("lake"))
     outputs = Outputs(spark, ws, tag, warehouse)
     ice = outputs.iceberg_rows()
-    for name, rows in (("files", files), ("postgres", pg), ("delta", lake), ("iceberg", ice)):
+    bus = [json.loads(v) for _, v in read_topic(BROKER[0], f"matrix_{tag}") if v is not None]
+    for name, rows in (("files", files), ("postgres", pg), ("delta", lake), ("iceberg", ice),
+                       ("kafka", bus)):  # fmt: skip
         keys = Counter(_row_value(r)[: len(KEYS)] for r in rows)
         assert len(rows) == emitted and max(keys.values()) == 1, (name, len(rows), emitted)
     assert outputs.leftovers() == NOTHING_STAGED
@@ -344,11 +365,12 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     spark: Any, local_workspace: Workspace, warehouse: str, tmp_path: Path
 ) -> None:
     """qos 2, every sink kind in one pipeline: a ``sluice commit`` subprocess SIGKILLed after
-    the first sink (Iceberg) published epoch 2 and before Delta, PostgreSQL, the files sink,
-    the late records (PostgreSQL) and the dead letters (Delta) did. The resume publishes the
-    rest and re-commits Iceberg idempotently: each sink ends equal to the independent
-    reference, every window, late record and dead letter once, nothing left staged, each
-    epoch in one Iceberg snapshot summary."""
+    the first sink (Kafka) published epoch 2 and before Iceberg, Delta, PostgreSQL, the files
+    sink, the late records (PostgreSQL) and the dead letters (Delta) did. The resume publishes
+    the rest and re-commits Kafka idempotently: each sink ends equal to the independent
+    reference, every window, late record and dead letter once (a read_committed consumer
+    reads each window's record once), nothing left staged, each epoch in one Iceberg snapshot
+    summary."""
     from tests.fixtures.delta_tables import read_table as delta_rows
     from tests.fixtures.postgres_tables import read_table as pg_rows
 
@@ -359,7 +381,7 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
     body["emit"] = "on_close"  # append sinks: a window published twice shows twice
     body["event_time"]["allowed_lateness"] = "0s"  # what click_reference computes
     body["sinks"] = [dict(s, mode="append") for s in reversed(body["sinks"])]
-    assert [s["type"] for s in body["sinks"]] == ["iceberg", "delta", "postgres", "files"]
+    assert [s["type"] for s in body["sinks"]] == ["kafka", "iceberg", "delta", "postgres", "files"]
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(body))
     spec = parse_spec(body)
@@ -381,6 +403,12 @@ def test_a_crash_between_sinks_then_resume_publishes_each_sink_once(
         "delta": delta_rows(spark, ws.uri("lake")),
         "iceberg": Outputs(spark, ws, tag, warehouse).iceberg_rows(),
     }
+    bus = [json.loads(v) for _, v in read_topic(BROKER[0], f"matrix_{tag}") if v is not None]
+    assert len(bus) == len(reference.emitted)
+    assert sorted((r["user"], datetime.fromisoformat(r["window_start"]), r["clicks"])
+                  for r in bus) == sorted(
+        (r["user"], r["window_start"], r["clicks"]) for r in reference.emitted
+    )  # fmt: skip
     for name, rows in results.items():
         rows = [{k: r[k] for k in reference.emitted[0]} for r in rows]
         assert compare_rows(rows, reference.emitted, keys=keys) == [], name

@@ -44,6 +44,7 @@ from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSink
 
 from tests.faults.crashing import crash_step
 from tests.fixtures.kafka import SASL_PASSWORD, SASL_USER, KafkaServer
+from tests.fixtures.kafka import read_topic as consume
 from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
 from tests.reference import compare_rows, row_key
 
@@ -51,37 +52,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # -- reading a topic as a consumer would ---------------------------------------------------
-
-
-def consume(
-    server: KafkaServer, topic: str, isolation: str = "read_committed"
-) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of ``topic`` a consumer with ``isolation`` sees, (key, value), in
-    partition then offset order."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
-    parts = server.partitions(topic)
-    consumer = Consumer(server.client_config(**{
-        "group.id": f"test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-        "isolation.level": isolation, "enable.partition.eof": True, "fetch.wait.max.ms": 10,
-    }))  # fmt: skip
-    got: dict[int, list[tuple[bytes | None, bytes | None]]] = {p: [] for p in parts}
-    try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-        left, deadline = set(parts), time.monotonic() + 60
-        while left:
-            assert time.monotonic() < deadline, f"{topic}: partitions {left} not read to the end"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                left.discard(msg.partition())
-                continue
-            got[msg.partition()].append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return [r for p in parts for r in got[p]]
 
 
 def values(server: KafkaServer, topic: str) -> list[dict[str, Any]]:

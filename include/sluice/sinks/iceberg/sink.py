@@ -310,6 +310,9 @@ class IcebergSink(Sink[IcebergStaged]):
                 if data is None:
                     return  # a rewind of a table never created: nothing to retract
                 table = self._create(data, epoch, attempt)
+                done = self.published(table)  # a racing commit may have created it, and
+                if done is not None and done >= epoch:  # published the epoch, meanwhile
+                    return
             try:
                 self._commit_once(table, prepared, data)
                 return
