@@ -11,6 +11,9 @@ __all__ = [
     "CompactionError",
     "DeltaSinkError",
     "IcebergSinkError",
+    "KafkaFenced",
+    "KafkaPublishError",
+    "KafkaSinkError",
     "PostgresSinkError",
     "SinkError",
     "StagingMissing",
@@ -101,6 +104,37 @@ class IcebergSinkError(SinkError):
     ) -> None:
         super().__init__(message, pipeline=pipeline, sink=sink, epoch=epoch, attempt=attempt)
         self.table = table
+
+
+class KafkaSinkError(SinkError):
+    """A kafka sink cannot stage or publish an epoch; the message names pipeline, sink,
+    epoch, attempt and topic."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        pipeline: str | None = None,
+        sink: str | None = None,
+        epoch: int | None = None,
+        attempt: str | None = None,
+        topic: str | None = None,
+    ) -> None:
+        super().__init__(message, pipeline=pipeline, sink=sink, epoch=epoch, attempt=attempt)
+        self.topic = topic
+
+
+class KafkaPublishError(KafkaSinkError):
+    """The broker refused or lost a publish (a delivery failed, a transaction did not commit)."""
+
+
+class KafkaFenced(KafkaSinkError):
+    """Internal to the kafka sink: another producer with our transactional.id took over (a
+    racing commit of the same sink), or ours hit a fatal error; the sink waits for the markers
+    and takes the id back. Never escapes the sink."""
+
+    def __init__(self, message: str = "fenced by another producer of the transactional id") -> None:
+        super().__init__(message)
 
 
 class CompactionError(SinkError):

@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.records import Prepared
 from sluice.contracts.sinks import Sink
-from sluice.sinks.exceptions import SinkError
+from sluice.sinks.exceptions import KafkaFenced as _Fenced
+from sluice.sinks.exceptions import KafkaPublishError, KafkaSinkError
 from sluice.spec.components.kafka_sink import KafkaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -87,28 +88,6 @@ def transactional_id(pipeline: str, sink: str) -> str:
     """The ``transactional.id`` of one sink of one pipeline (stable across runs and attempts:
     a new producer with it fences every older one)."""
     return f"sluice-{pipeline}-{sink}"
-
-
-class KafkaSinkError(SinkError):
-    """A kafka sink cannot stage or publish an epoch; the message names pipeline, sink,
-    epoch, attempt and topic."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        pipeline: str | None = None,
-        sink: str | None = None,
-        epoch: int | None = None,
-        attempt: str | None = None,
-        topic: str | None = None,
-    ) -> None:
-        super().__init__(message, pipeline=pipeline, sink=sink, epoch=epoch, attempt=attempt)
-        self.topic = topic
-
-
-class KafkaPublishError(KafkaSinkError):
-    """The broker refused or lost a publish (a delivery failed, a transaction did not commit)."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +133,6 @@ class Marker:
     @property
     def last(self) -> bool:
         return self.chunk == self.chunks - 1
-
-
-class _Fenced(Exception):
-    """Another producer with our transactional.id took over (a racing commit)."""
 
 
 class KafkaSink(Sink[KafkaStaged]):
@@ -368,6 +343,13 @@ class KafkaSink(Sink[KafkaStaged]):
         except KafkaPublishError:
             with contextlib.suppress(Exception):  # best effort, after a failure
                 producer.abort_transaction(TIMEOUT_S)
+            raise
+        except Exception as exc:
+            # librdkafka may surface a fatal error (fenced by a racing commit) from inside a
+            # callback: flush() then raises SystemError caused by the KafkaException
+            error = _kafka_error_in(exc)
+            if error is not None and _fenced(error):
+                raise _Fenced() from exc
             raise
         finally:
             with contextlib.suppress(Exception):  # a fenced producer raises even here
@@ -668,6 +650,20 @@ def _watermarks(consumer: Any, tp: Any) -> tuple[int, int]:
             if not retry or time.monotonic() > deadline:
                 raise
             time.sleep(POLL_S)
+
+
+def _kafka_error_in(exc: BaseException | None) -> Any:
+    """The KafkaError an exception is, or was caused by (a SystemError raised by a client call
+    whose callback hit a KafkaException); None when there is none."""
+    from confluent_kafka import KafkaException
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KafkaException) and exc.args:
+            return exc.args[0]
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _fenced(error: Any) -> bool:
