@@ -1298,7 +1298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             states = containers()
             print("containers: " + json.dumps(states), file=sys.stderr)
-            compose("logs", "--no-color", "--tail", "30", log="failure-logs", check=False)
+            compose("logs", "--no-color", "--tail", "300", log="failure-logs", check=False)
             print(f"last service logs: {log_path('failure-logs')}", file=sys.stderr)
     finally:
         if args.keep:
