@@ -14,6 +14,11 @@ On local disk the files are read through Hadoop's ``RawLocalFileSystem``: the de
 ``LocalFileSystem`` opens a ``.<name>.crc`` companion beside every file it reads, and builds
 that path with the same colon-as-scheme parse, so any name with a colon failed there. Input
 files have no such companions (they are hidden names, never listed), so nothing is lost.
+Only reads of local files get that setting: the read's Hadoop settings also configure the
+first S3A filesystem an executor JVM creates for it, whose disk buffer for uploads asks for
+the ``LocalFileSystem`` and failed (``ClassCastException: RawLocalFileSystem cannot be cast
+to LocalFileSystem``) when a later task of that JVM wrote to S3: every epoch of the compose
+stack's demo (S3 input, standalone executors) failed so.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ def read_exact(
     from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
     jvm: Any = spark.sparkContext._jvm
-    settings = {**RAW_LOCAL_FILES, **(options or {})}
+    local = any(p.startswith("file:") or "://" not in p for p in paths)
+    settings = {**(RAW_LOCAL_FILES if local else {}), **(options or {})}
     session: Any = spark
     java = jvm.io.sluice.spark.ExactFiles.read(
         session._jsparkSession, fmt, list(paths), settings, schema
