@@ -114,6 +114,17 @@ class Outputs:
         store = self.ws.store("warehouse")
         return IcebergSink(config, url, store, f"matrix_{self.tag}", spec.s3)
 
+    def kafka_rows(self) -> list[dict[str, Any]]:
+        """Every record a read_committed consumer reads (not the last per key), as rows."""
+        rows = []
+        for _, value in read_topic(BROKER[0], f"matrix_{self.tag}"):
+            if value is not None:
+                row = json.loads(value)
+                for key in ("window_start", "window_end"):
+                    row[key] = datetime.fromisoformat(row[key])
+                rows.append(row)
+        return rows
+
     def iceberg_rows(self) -> list[dict[str, Any]]:
         table = self.iceberg().load()
         return [] if table is None else list(table.scan().to_arrow().to_pylist())
@@ -136,7 +147,7 @@ class Outputs:
             "postgres": _results(pg_rows(self.url, f"results_{self.tag}")),
             "delta": _results(delta_rows(self.spark, self.ws.uri("lake"))),
             "iceberg": _results(self.iceberg_rows()),
-            "kafka": Counter(read_topic(BROKER[0], f"matrix_{self.tag}")),
+            "kafka": _results(self.kafka_rows()),
             "late→postgres": Counter(
                 (r["source_file"], r["source_line"]) for r in pg_rows(self.url, f"late_{self.tag}")
             ),
