@@ -3,11 +3,11 @@ real PostgreSQL with the warehouse on a local disk or on SeaweedFS S3, and the I
 project's REST catalog server (tests/fixtures/iceberg.py).
 
 The sink contract runs on every backend (PostgreSQL + local and the REST catalog in make test,
-PostgreSQL + S3 in make test-extended); the rewind of a whole pipeline and a SIGKILL at
-``commit.mid_sinks`` run in make test-extended, a SIGKILL at ``commit.after_checkpoint`` in
-make chaos. Then what is Iceberg's own: a concurrent writer's
-commit between our load and our commit is retried, never lost nor doubled; racing and late
-commits publish once and every epoch is named by exactly one snapshot summary; schema
+PostgreSQL + S3 and the REST catalog with its warehouse on S3 in make test-extended); the
+rewind of a whole pipeline and a SIGKILL at ``commit.mid_sinks`` run in make test-extended, a
+SIGKILL at ``commit.after_checkpoint`` in make chaos. Then what is Iceberg's own: a concurrent
+writer's commit between our load and our commit is retried, never lost nor doubled; racing and
+late commits publish once and every epoch is named by exactly one snapshot summary; schema
 evolution; rewinds by time travel; and pipelines end to end — qos 2 with ``emit: on_update``
 equal to the reference, a SIGKILL in the commit step then a resume, and a rewind equal to a
 run that never rewound.
@@ -71,6 +71,7 @@ BACKENDS = [
     pytest.param("pg-local", id="pg-local"),
     pytest.param("rest", id="rest"),
     pytest.param("pg-s3", id="pg-s3", marks=pytest.mark.extended),
+    pytest.param("rest-s3", id="rest-s3", marks=pytest.mark.extended),
 ]
 
 
@@ -78,6 +79,9 @@ def _catalog(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> Ca
     if backend == "rest":
         server = request.getfixturevalue("iceberg_rest")
         return Catalog(server.uri, (tmp_path / "warehouse").as_uri())
+    if backend == "rest-s3":  # the server writes metadata there, the sink stages and adds data
+        server = request.getfixturevalue("iceberg_rest_s3")
+        return Catalog(server.uri, f"{server.warehouse}/sink-{uuid.uuid4().hex[:10]}")
     url = request.getfixturevalue("pg_catalog_url")
     if backend == "pg-s3":
         bucket = request.getfixturevalue("s3_server").bucket("sluice-tests")
@@ -416,6 +420,24 @@ def test_partition_by_makes_identity_partitions(spark: Any, pg_local: Catalog) -
     assert fields == [("user", "identity")]
     files = [t.file.partition for t in table.scan().plan_files()]
     assert len(files) == 2
+
+
+@pytest.mark.extended
+def test_a_rest_catalog_on_s3_holds_metadata_and_data_in_the_bucket(
+    spark: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The REST server writes the table's metadata with S3FileIO, the sink its data files with
+    pyarrow: both under the server's s3:// warehouse, nothing on a local disk."""
+    cat = _catalog(request, tmp_path, "rest-s3")
+    sink = _sink(cat, _config(cat))
+    publish(spark, sink, 1, [("alice", 0, 1), ("bob", 0, 2)], op="insert")
+    table = sink.load()
+    assert table is not None
+    server = request.getfixturevalue("iceberg_rest_s3")
+    assert table.metadata_location.startswith(server.warehouse + "/")
+    data = [t.file.file_path for t in table.scan().plan_files()]
+    assert data and all(path.startswith("s3://") for path in data), data
+    assert view(sink) == [("alice", 0, 1), ("bob", 0, 2)] and summaries(sink) == ["1"]
 
 
 def test_an_upsert_prepare_refuses_a_repeated_key_and_stages_nothing(

@@ -4,7 +4,8 @@ and late commits, chunked epochs resumed after a crash between chunks, encodings
 direct writes, the rewind refusal; end to end, the click pipeline killed inside its Kafka
 commit and at the protocol's fault points, and a rewind refused / republished.
 
-make test runs the append contract, the zombie, the resumed chunks, the commit step killed
+make test runs the append contract (stage on a local directory; on S3 and the upsert contract
+on both in make test-extended), the zombie, the resumed chunks, the commit step killed
 inside its transactions and the refusal (~55 s on a warm session); the rest is marked
 extended, the publish-rate measurement slow."""
 
@@ -45,7 +46,14 @@ from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSink
 from tests.faults.crashing import crash_step
 from tests.fixtures.kafka import SASL_PASSWORD, SASL_USER, KafkaServer
 from tests.fixtures.kafka import read_topic as consume
-from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
+from tests.fixtures.pipelines import (
+    LOCAL_NOW_S3_EXTENDED,
+    Workspace,
+    click_reference,
+    click_spec_dict,
+    new_workspace,
+    runtime,
+)
 from tests.reference import compare_rows, row_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,14 +88,15 @@ def leftovers(store: ObjectStore) -> list[str]:
     return [i.key for i in store.list(STAGING)]
 
 
-def _harness(server: KafkaServer, tmp_path: Path, mode: str) -> Harness:
+def _harness(server: KafkaServer, ws: Workspace, mode: str) -> Harness:
+    """The sink's stage in ``ws``'s checkpoint store (a local directory or S3)."""
     topic = f"contract-{uuid.uuid4().hex[:8]}"
     server.create_topic(topic, partitions=3)
     pipeline = f"contract_{uuid.uuid4().hex[:8]}"
     config = sink_config(server, topic, mode=mode).model_copy(
         update={"keys": KEYS if mode == "upsert" else ()}
     )
-    store = open_store(tmp_path.as_uri())
+    store = ws.store("checkpoints")
     reader = last_per_key if mode == "upsert" else values
     return Harness(
         make=lambda: KafkaSink(config, store, pipeline),
@@ -97,16 +106,24 @@ def _harness(server: KafkaServer, tmp_path: Path, mode: str) -> Harness:
 
 
 class TestKafkaAppend(SinkContract):
+    @pytest.fixture(params=LOCAL_NOW_S3_EXTENDED)
+    def workspace(self, request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+        return new_workspace(request, tmp_path)
+
     @pytest.fixture
-    def harness(self, kafka_server: KafkaServer, tmp_path: Path) -> Harness:
-        return _harness(kafka_server, tmp_path, "append")
+    def harness(self, kafka_server: KafkaServer, workspace: Workspace) -> Harness:
+        return _harness(kafka_server, workspace, "append")
 
 
 @pytest.mark.extended
 class TestKafkaUpsert(UpsertSinkContract):
+    @pytest.fixture(params=["local", "s3"])
+    def workspace(self, request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+        return new_workspace(request, tmp_path)
+
     @pytest.fixture
-    def harness(self, kafka_server: KafkaServer, tmp_path: Path) -> Harness:
-        return _harness(kafka_server, tmp_path, "upsert")
+    def harness(self, kafka_server: KafkaServer, workspace: Workspace) -> Harness:
+        return _harness(kafka_server, workspace, "upsert")
 
 
 # -- exactly once under zombies, races, late retries and chunks ----------------------------
