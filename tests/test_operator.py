@@ -4,11 +4,13 @@ exactly the columns of the empty frames the process step uses when there are no 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from sluice.contracts.operators import EpochInput
 from sluice.operators.base import DEAD_DDL, late_ddl
+from sluice.operators.records import EXACT
 from sluice.pipeline import operator_for
 from sluice.protocol import plan_epoch
 from sluice.spec import parse_spec
@@ -61,5 +63,64 @@ def test_side_outputs_have_the_empty_frames_columns(
         assert columns(late) == columns(spark.createDataFrame([], late_ddl(spec)))
         assert columns(dead) == columns(spark.createDataFrame([], DEAD_DDL))
         assert dead.count() == 2
+    finally:
+        out.release()
+
+
+def _click(user: str, ts: str) -> bytes:
+    return b'{"user": "%s", "url": "/x", "ts": "2026-01-01T%sZ", "amount": 1.0}' % (
+        user.encode(),
+        ts.encode(),
+    )
+
+
+def _window_partitioning(frame: Any) -> list[str]:
+    """The partitioning of every window function in ``frame``'s physical plan (``[]``: Spark
+    moves all rows to one partition, its WARN "No Partition Defined for Window operation")."""
+    import re
+
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    return re.findall(r"\bWindow \[.*?\], \[(.*?)\], \[", plan)
+
+
+@pytest.mark.parametrize("operator", ["tumbling", "hopping"])
+def test_the_exact_pass_takes_each_files_bound_from_the_first_pass_and_runs_files_in_parallel(
+    spark: Any, local_workspace: Workspace, operator: str
+) -> None:
+    """b.jsonl's records are late only behind a.jsonl's maximum (00:02:00, bound 5 s), which
+    the first pass cannot know when it reads b: it is verified unsafe, and the exact pass
+    gives b the bound a's run reported. Its window function is partitioned by file
+    (``_major``), never one partition for the whole epoch."""
+    a = [_click("a", "00:00:30"), _click("a", "00:02:00"), _click("b", "00:01:59")]
+    b = [_click("c", "00:00:10"), _click("c", "00:03:00"), _click("d", "00:01:10")]
+    c = [_click("e", "00:00:05"), _click("e", "00:02:58")]
+    local_workspace.put_files(
+        [
+            (f"{n}.jsonl", b"\n".join(lines) + b"\n")
+            for n, lines in zip("abc", [a, b, c], strict=True)
+        ]
+    )
+    spec = parse_spec(click_spec_dict(local_workspace, **OPERATORS[operator]))
+    rt = runtime(spec)
+    plan = plan_epoch(rt)
+    assert plan is not None
+    records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
+    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
+    out = operator_for(spec).run(inp)
+    try:
+        assert out.cls.mode == EXACT  # the first pass could not be trusted
+        windows = _window_partitioning(out.cls.frame)
+        assert windows and all(p.startswith("_major#") for p in windows), windows
+        second = 1_000_000
+        got = {
+            (r["user"], r["_ts_us"] // second % 3600): r["_wm"]
+            for r in out.cls.frame.select("user", "_ts_us", "_wm").collect()
+        }
+        base = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
+        want = {("a", 30): None, ("a", 120): 25, ("b", 119): 115,  # a.jsonl
+                ("c", 10): 115, ("c", 180): 115, ("d", 70): 175,  # b.jsonl: behind a's 120 s
+                ("e", 5): 175, ("e", 178): 175}  # fmt: skip
+        assert got == {k: None if v is None else int((base + v) * second) for k, v in want.items()}
+        assert out.finish(None, None).counts.late == 3  # c at 10 s, d at 70 s, e at 5 s
     finally:
         out.release()

@@ -128,7 +128,8 @@ class KeyedOperator:
         epoch = KeyedEpoch.start(inp, classify(inp, EXACT_WATERMARKS))
         if not epoch.facts.exact:
             epoch.release()
-            epoch = KeyedEpoch.start(inp, classify(inp, EXACT_WATERMARKS, mode=EXACT))
+            runs = epoch.facts.runs
+            epoch = KeyedEpoch.start(inp, classify(inp, EXACT_WATERMARKS, mode=EXACT, runs=runs))
         return epoch
 
 

@@ -11,8 +11,11 @@
 Nothing runs here: the operator's own action runs the pass, then :meth:`Classification.facts`
 reads the two ledgers (counts, per-partition maxima) and checks that the bounds the pass took
 could not have changed a class (:func:`~sluice.operators.watermarks.verify_runs`); when they
-could have, the operator classifies again with :data:`EXACT` watermarks (a window function
-over each partition in position order: slower, always right).
+could have, the operator classifies again with :data:`EXACT` watermarks: the first pass's runs
+give the exact maximum before each file (major position) of a partition, and a window function
+over each file in line order the rest (slower, always right). The files run in parallel: a
+window over a whole partition would put all of a files source's epoch in one task (its
+``_partition`` is a literal, which Spark drops from the window's partitioning).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class PassFacts:
     watermark: WatermarkState  # W_{k+1} per partition
     after_us: int | None  # the global watermark after the epoch (idle rule applied)
     exact: bool  # False: some record may have its class from a too-low bound (classify again)
+    runs: tuple[Run, ...] = ()  # what each task read (the EXACT pass's bounds per file)
 
 
 @dataclass
@@ -132,7 +136,7 @@ class Classification:
             self.carried, runs, self.used, et.max_out_of_orderness_us, self.before_us,
             None if self.lateness is None else self.lateness.first_close,
         )  # fmt: skip
-        return PassFacts(self._counts(), watermark, after, exact)
+        return PassFacts(self._counts(), watermark, after, exact, tuple(runs))
 
     def _counts(self) -> EpochCounts:
         slots = [0] * 6
@@ -149,11 +153,13 @@ def classify(
     columns: tuple[str, ...] | None = None,
     *,
     mode: str = SCAN,
+    runs: tuple[Run, ...] = (),
 ) -> Classification:
     """Derive, time and classify one epoch's records (see the module docstring).
 
     ``lateness`` None: no record is late. ``columns``: the record columns the operator reads
-    (None: all but ``_raw`` / ``_file``); Spark then reads and shuffles only those."""
+    (None: all but ``_raw`` / ``_file``); Spark then reads and shuffles only those. ``runs``
+    (EXACT): what a SCAN pass over the same input read (:attr:`PassFacts.runs`)."""
     spark, spec = inp.spark, inp.spec
     et = spec.event_time
     derived = derive(inp.records, spec)  # a record whose expression raised moves no watermark
@@ -177,7 +183,7 @@ def classify(
     if mode == SCAN:
         prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
     else:
-        prefix = _exact_prefix(inp.carried)
+        prefix = _exact_prefix(inp.carried, runs)
     wm = f"{prefix} - {et.max_out_of_orderness_us}"
     wm_column = F.expr(wm)
     if before_us is not None:  # a column, not a literal: the pass's code is the same each epoch
@@ -238,16 +244,55 @@ def _per_partition(values: dict[str, int]) -> str:
     return "_p_bound" if values else "CAST(NULL AS BIGINT)"
 
 
-def _exact_prefix(carried: WatermarkState) -> str:
-    """The largest valid event time before each record in its partition, with a window
-    function over the whole partition in position order (the slow, always-exact path)."""
+def _exact_prefix(carried: WatermarkState, runs: tuple[Run, ...]) -> str:
+    """The largest valid event time before each record in its partition (the always-exact
+    path): the largest before its file (major position), from ``runs``, and a window function
+    over the file in line order. Without runs, or with files of several partitions, a window
+    function over the whole partition in position order."""
+    before = _before_majors(carried, runs)
+    if before is None:
+        within = (
+            "max(_ts_us) OVER (PARTITION BY _partition ORDER BY _major, _line "
+            "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        )
+        if not carried.max_event_time_us:
+            return within
+        return f"greatest({_per_partition(carried.max_event_time_us)}, {within})"
     within = (
-        "max(_ts_us) OVER (PARTITION BY _partition ORDER BY _major, _line "
+        "max(_ts_us) OVER (PARTITION BY _partition, _major ORDER BY _line "
         "ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
     )
-    if not carried.max_event_time_us:
-        return within
-    return f"greatest({_per_partition(carried.max_event_time_us)}, {within})"
+    return f"greatest({before}, {within})"
+
+
+def _before_majors(carried: WatermarkState, runs: tuple[Run, ...]) -> str | None:
+    """SQL for the largest valid event time before each record's major position in its
+    partition, from a SCAN pass's ``runs`` (every run of the epoch: together they cover
+    every file): ``_p_bound`` where every major is 0 (one file or stream per partition), an
+    array indexed by ``_major`` for the files of one partition (majors from 0); None
+    otherwise (no runs, or several partitions with several majors)."""
+    if not runs:
+        return None
+    majors = {r.major for r in runs}
+    if majors == {0}:
+        return _per_partition(carried.max_event_time_us)
+    partitions = {r.partition for r in runs}
+    if len(partitions) != 1 or min(majors) < 0:
+        return None
+    (partition,) = partitions
+    highs: dict[int, int] = {}
+    for run in runs:
+        if run.high is not None:
+            highs[run.major] = max(highs.get(run.major, run.high), run.high)
+    running = carried.max_event_time_us.get(partition)
+    values: list[int | None] = []
+    for major in range(max(majors) + 1):  # a major without runs has no records
+        values.append(running)
+        high = highs.get(major)
+        if high is not None:
+            running = high if running is None else max(running, high)
+    table = ", ".join("CAST(NULL AS BIGINT)" if v is None else f"{v}L" for v in values)
+    return f"element_at(array({table}), _major + 1)"
 
 
 def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -96,7 +96,7 @@ class WindowOperator:
         epoch = IncrementalEpoch.start(self.kind, inp, first, indexes)
         if not epoch.facts.exact:
             epoch.release()
-            exact = classify(inp, lateness, self._columns(), mode=EXACT)
+            exact = classify(inp, lateness, self._columns(), mode=EXACT, runs=epoch.facts.runs)
             epoch = IncrementalEpoch.start(self.kind, inp, exact, indexes)
         return epoch
 

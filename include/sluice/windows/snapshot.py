@@ -43,7 +43,8 @@ def snapshot_epoch(spec: PipelineSpec, kind: WindowKind[Any], inp: EpochInput) -
     epoch = SnapshotEpoch.start(kind, inp, classify(inp, lateness, columns))
     if not epoch.facts.exact:
         epoch.release()
-        epoch = SnapshotEpoch.start(kind, inp, classify(inp, lateness, columns, mode=EXACT))
+        exact = classify(inp, lateness, columns, mode=EXACT, runs=epoch.facts.runs)
+        epoch = SnapshotEpoch.start(kind, inp, exact)
     return epoch
 
 
