@@ -22,7 +22,8 @@ from sluice.demo import render_click_files
 from sluice.protocol import plan_epoch, process_epoch, run_until_drained
 from sluice.protocol.restore import QUARANTINE, restore_after_damage
 from sluice.spec import parse_spec
-from sluice.storage import CorruptObject
+from sluice.storage import CorruptObject, LocalObjectStore
+from sluice.storage.local import FINGERPRINT_MEMO
 
 from tests.fixtures.pipelines import click_reference, click_spec_dict, committed_rows, runtime
 from tests.reference import compare_rows
@@ -140,14 +141,26 @@ STATE_DAMAGE = [
 @pytest.mark.parametrize(("workspace", "damage"), STATE_DAMAGE, indirect=["workspace"])
 def test_damaged_state_file(spark: Any, workspace: Any, tmp_path: Path, damage: str) -> None:
     """The state snapshot of checkpoint 2 is Parquet written by Spark; the checkpoint records
-    each file's size and digest, so the next epoch refuses to read a damaged one."""
+    each file's size and digest, so the next epoch refuses to read a damaged one. On local disk
+    the store remembers the digests from the write (its memo): a byte altered in place, the
+    size and mtime kept, is still found."""
     spec, rt, spec_path = _two_epochs(spark, workspace, tmp_path)
     checkpoint = rt.repo.checkpoint(2)
     assert checkpoint is not None
     key = _state_data_key(checkpoint.result.state)
     original = rt.repo.store.get(key)
+    store = rt.repo.store
+    if isinstance(store, LocalObjectStore):  # its digests are remembered since the write
+        assert (store.root / key).parent.joinpath(FINGERPRINT_MEMO).is_file()
     if damage == "truncated":
         rt.repo.store.put(key, original[: len(original) - 100])
+    elif damage == "altered" and isinstance(store, LocalObjectStore):
+        path = store.root / key  # same size, same file, same mtime, one byte changed
+        before = path.stat()
+        with path.open("r+b") as f:
+            f.seek(len(original) // 2)
+            f.write(bytes([original[len(original) // 2] ^ 1]))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     elif damage == "altered":  # same size, one byte changed
         pos = len(original) // 2
         rt.repo.store.put(key, original[:pos] + bytes([original[pos] ^ 1]) + original[pos + 1 :])

@@ -14,8 +14,8 @@ epoch below ``F = L - R + 1`` is retired:
    checkpoint was deleted cannot bring it back;
 3. delete, for every epoch below ``F`` that no savepoint points to: its sink leftovers
    (``abort_others``), its state parts that no kept checkpoint reads (a kept checkpoint's
-   base and deltas may be older than ``F``: sluice.state), then its documents (plan,
-   attempts, checkpoint, marker), the checkpoint last;
+   base and deltas may be older than ``F``: sluice.state), each part's folder whole (hidden
+   files too), then its documents (plan, attempts, checkpoint, marker), the checkpoint last;
 4. delete the marks lower than ``F``.
 
 Never deleted: the latest checkpoint (``R >= 1``), the ``R - 1`` before it (so the next epoch,
@@ -75,24 +75,28 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     doomed = sorted(e for e in listed if e < below and e not in kept)
     # state parts a kept checkpoint reads (its base and deltas may be older than the mark)
     needed = _referenced_parts(rt, [e for e in listed if e >= below] + sorted(kept))
-    state_keys = [i.key for i in rt.repo.store.list(layout.STATE) if not _in_parts(i.key, needed)]
+    state_folders = sorted(
+        {
+            _folder_of(i.key)
+            for i in rt.repo.store.list(layout.STATE)
+            if not _in_parts(i.key, needed)
+        }
+    )
     for i, epoch in enumerate(doomed):
         for role in rt.sinks:
             report.objects_deleted += role.sink.abort_others(epoch, keep=None)
-        for key in state_keys:
-            if layout.state_epoch_of(key) == epoch:
-                rt.repo.store.delete(key)
-                report.objects_deleted += 1
+        for folder in state_folders:
+            if layout.state_epoch_of(folder) == epoch:
+                report.objects_deleted += _delete_state(rt, folder)
         report.objects_deleted += _delete_epoch_documents(rt, epoch, listed[epoch])
         report.epochs_deleted.append(epoch)
         if i == 0:
             rt.faults.hit("retention.mid_delete", latest)
     # state snapshots of retired epochs whose documents were already gone (a crash above)
-    for key in state_keys:
-        owner = layout.state_epoch_of(key)
+    for folder in state_folders:
+        owner = layout.state_epoch_of(folder)
         if owner is not None and owner < below and owner not in kept and owner not in listed:
-            rt.repo.store.delete(key)
-            report.objects_deleted += 1
+            report.objects_deleted += _delete_state(rt, folder)
     for mark in rt.repo.retired_marks():
         if mark < below:
             rt.repo.delete_retired_mark(mark)
@@ -117,6 +121,22 @@ def _referenced_parts(rt: Runtime, epochs: list[int]) -> set[str]:
 
 def _in_parts(key: str, parts: set[str]) -> bool:
     return any(key.startswith(part + "/") for part in parts)
+
+
+def _folder_of(key: str) -> str:
+    """The part folder ``state/<epoch>-<attempt>/`` holding ``key`` (``key`` itself if it
+    sits directly under ``state/``)."""
+    end = key.find("/", len(layout.STATE))
+    return key if end < 0 else key[: end + 1]
+
+
+def _delete_state(rt: Runtime, folder: str) -> int:
+    """Delete a part folder whole: its objects, and on a local disk its hidden files (Spark's
+    ``.crc``, the fingerprint memo) and the directory itself."""
+    if not folder.endswith("/"):
+        rt.repo.store.delete(folder)
+        return 1
+    return rt.repo.store.delete_prefix(folder)
 
 
 def _retired_files(rt: Runtime, listed: dict[int, set[str]], below: int) -> set[str]:

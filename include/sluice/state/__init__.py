@@ -12,7 +12,11 @@ retained checkpoint or savepoint names them).
 
 Each part's files are fingerprinted when written (only the new files) and checked against the
 checkpoint before a part is read: a missing, extra, truncated or altered file stops the epoch
-with :class:`~sluice.storage.CorruptObject` naming it.
+with :class:`~sluice.storage.CorruptObject` naming it. The store computes the fingerprints
+(:meth:`~sluice.storage.ObjectStore.fingerprints`): on S3 the ETags of one LIST; on a local disk
+a SHA-256 that is computed once per file, kept in a hidden memo in the part's folder and
+reused while the file's size, mtime, ctime and inode are unchanged (anything else is hashed
+again), so reading a part again does not read its bytes twice.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ def state_input(
 
 def verify_parts(store: ObjectStore, parts: list[StatePart]) -> None:
     """Raise :class:`CorruptObject` naming the first file of ``parts`` that is missing, extra
-    or not the one its checkpoint recorded (size and digest)."""
+    or not the one its checkpoint recorded (size and digest). A local file unchanged since it
+    was last hashed is not read again (its digest comes from the part's memo)."""
     for part in parts:
         prefix = part.key + "/"
         found = {k[len(prefix) :]: v for k, v in store.fingerprints(prefix).items()}
@@ -146,7 +151,8 @@ def write_part(
     bounds: dict[str, tuple[int, int]] | None = None,
 ) -> StatePart:
     """Spark writes ``frame`` as a new part under ``state/<epoch>-<attempt>``; only its own
-    files are fingerprinted."""
+    files are fingerprinted (on a local disk this also writes the part's hidden memo, so the
+    epochs that read it do not hash them again)."""
     key = layout.state_prefix(epoch, attempt).rstrip("/")
     frame.write.mode("errorifexists").parquet(to_spark_uri(store.uri(key)))
     found = store.fingerprints(key + "/")

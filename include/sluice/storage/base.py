@@ -104,7 +104,8 @@ class ObjectStore(ABC):
 
     def fingerprints(self, prefix: str) -> dict[str, str]:
         """``{key: "<size>:<digest>"}`` for every object under ``prefix``: it changes when an
-        object is rewritten, truncated or altered. Here a SHA-256 of the bytes."""
+        object is rewritten, truncated or altered. Here a SHA-256 of the bytes (S3 takes the
+        ETags of one LIST; the local store hashes a file again only once its stat changed)."""
         return {
             info.key: f"{info.size}:sha256:{hashlib.sha256(self.get(info.key)).hexdigest()}"
             for info in self.list(prefix)

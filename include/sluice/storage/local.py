@@ -4,24 +4,42 @@ Every write goes to a hidden temp file (``.tmp-<uuid>``) in the target's directo
 and only then becomes visible: ``os.replace`` for :meth:`put`, ``os.link`` for
 :meth:`put_if_absent` (the kernel refuses to link onto an existing name, which makes it atomic
 across threads and processes on one filesystem). Readers therefore never see partial objects.
+
+:meth:`LocalObjectStore.fingerprints` hashes a file once: it keeps each directory's digests in
+a hidden memo (``.sluice-fingerprints.json``) keyed by the file's size, mtime, ctime and inode,
+and hashes again only a file whose stat no longer matches (rewritten, truncated, touched,
+copied). The fingerprints it returns are the same ``<size>:sha256:<hex>`` as without the memo.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from sluice.storage.base import ObjectInfo, ObjectStore
 from sluice.storage.exceptions import ObjectAlreadyExists, ObjectNotFound, StorageError
 
-__all__ = ["TEMP_PREFIX", "LocalObjectStore"]
+__all__ = ["FINGERPRINT_MEMO", "TEMP_PREFIX", "LocalObjectStore"]
 
 TEMP_PREFIX = ".tmp-"
 """Name prefix of in-flight temp files; like every hidden name, never listed."""
+
+FINGERPRINT_MEMO = ".sluice-fingerprints.json"
+"""A directory's memo of its files' digests (see :meth:`LocalObjectStore.fingerprints`)."""
+
+RACY_WAIT_S = 0.1
+"""How long :meth:`LocalObjectStore.fingerprints` waits for the clock to tick past a file
+changed just now before it hashes it (a few ms on ext4, xfs, tmpfs)."""
+
+Stats = dict[str, tuple[str, os.stat_result]]  # name -> (key, stat) of files in one directory
 
 
 class LocalObjectStore(ObjectStore):
@@ -93,7 +111,7 @@ class LocalObjectStore(ObjectStore):
             files = list(self._walk_files(self._dir_of(prefix)))
         except OSError as exc:
             raise self._error(prefix, "list", exc) from exc
-        infos = [ObjectInfo(key, size) for key, size in files if key.startswith(prefix)]
+        infos = [ObjectInfo(key, st.st_size) for key, _, st in files if key.startswith(prefix)]
         # a name whose bytes are not UTF-8 holds surrogates (os.walk): sorted by its bytes
         return sorted(infos, key=lambda info: info.key.encode("utf-8", "surrogateescape"))
 
@@ -123,14 +141,46 @@ class LocalObjectStore(ObjectStore):
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``, then tidy the directories it leaves behind.
 
-        Hidden companions under the prefix (Spark's ``.part-*.crc``) go too; other writers'
-        in-flight ``.tmp-`` files and the root itself stay.
+        Hidden companions under the prefix (Spark's ``.part-*.crc``, the fingerprint memo) go
+        too; other writers' in-flight ``.tmp-`` files and the root itself stay.
         """
         infos = self.list(prefix)
         for info in infos:
             self.delete(info.key)
         self._prune(prefix)
         return len(infos)
+
+    def fingerprints(self, prefix: str) -> dict[str, str]:
+        """``{key: "<size>:sha256:<hex>"}`` for every object under ``prefix``, as the base
+        class computes them, without reading a file hashed before and unchanged since.
+
+        Each directory keeps a hidden memo (:data:`FINGERPRINT_MEMO`) of its files' digests
+        with their stat when hashed (size, mtime, ctime, inode). A file whose stat still
+        matches takes its digest from the memo; any other one is hashed, and the memo is
+        rewritten (a temp file and ``os.replace``) when anything was. A rewritten, truncated,
+        touched or replaced file gets a new ctime (no call sets it back), a copied one a new
+        inode and ctime, so each is hashed again: corruption is still found. A missing,
+        unreadable or damaged memo only means hashing; one that cannot be written (a
+        read-only directory) is skipped.
+
+        An entry counts only if the file's ctime is older than a clock reading taken before
+        its bytes were read (the memo's ``as_of_ns``, the ctime of the memo's temp file): a
+        change within the same clock tick would otherwise keep the stat. A file changed just
+        now is hashed after the clock ticks on (at most :data:`RACY_WAIT_S`).
+        """
+        self._check_prefix(prefix)
+        try:
+            found = list(self._walk_files(self._dir_of(prefix)))
+        except OSError as exc:
+            raise self._error(prefix, "list", exc) from exc
+        directories: dict[Path, Stats] = {}
+        for key, path, st in found:
+            if key.startswith(prefix):
+                directories.setdefault(path.parent, {})[path.name] = (key, st)
+        prints: dict[str, str] = {}
+        for directory, stats in directories.items():
+            prints.update(self._directory_fingerprints(directory, stats, prefix))
+        return dict(sorted(prints.items(), key=lambda kv: kv[0].encode("utf-8", "surrogateescape")))
 
     def child(self, prefix: str) -> LocalObjectStore:
         key = self._check_key(prefix.removesuffix("/"))
@@ -189,8 +239,8 @@ class LocalObjectStore(ObjectStore):
         if not dst_path.is_file():
             raise ObjectNotFound(self.uri(src))
 
-    def _walk_files(self, start: Path) -> Iterator[tuple[str, int]]:
-        """(key, size) of every visible file under ``start``; hidden names are skipped."""
+    def _walk_files(self, start: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
+        """(key, path, stat) of every visible file under ``start``; hidden names are skipped."""
         for dirpath, dirnames, filenames in os.walk(start, onerror=_raise_unless_missing):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             for name in filenames:
@@ -198,10 +248,63 @@ class LocalObjectStore(ObjectStore):
                     continue
                 path = Path(dirpath, name)
                 try:
-                    size = path.stat().st_size
+                    st = path.stat()
                 except FileNotFoundError:
                     continue  # deleted while we walked
-                yield self._key_of(path), size
+                yield self._key_of(path), path, st
+
+    def _directory_fingerprints(self, directory: Path, stats: Stats, prefix: str) -> dict[str, str]:
+        """The fingerprints of ``stats`` (files of ``directory`` under ``prefix``), from the
+        directory's memo where it still holds, else hashed (and the memo rewritten)."""
+        memo_path = directory / FINGERPRINT_MEMO
+        as_of, entries = _read_memo(memo_path)
+        prints: dict[str, str] = {}
+        stale: Stats = {}
+        for name, (key, st) in stats.items():
+            known = _memoized(entries.get(name), st, as_of)
+            if known is None:
+                stale[name] = (key, st)
+            else:
+                prints[key] = known
+        if not stale:
+            return prints
+        dir_key = self._key_of(directory)
+        memo = {  # the entries that held, and settled ones of names outside ``prefix``
+            name: entry
+            for name, entry in entries.items()
+            if (name in stats and name not in stale)
+            or (
+                not (name if dir_key == "." else f"{dir_key}/{name}").startswith(prefix)
+                and _settled(entry, as_of)
+            )
+        }
+        tmp = _temp_file(directory)  # its ctime is the clock; then the memo's next version
+        try:
+            now = _clock(tmp)
+            deadline = time.monotonic() + RACY_WAIT_S
+            while now is not None and any(st.st_ctime_ns >= now for _, st in stale.values()):
+                if time.monotonic() >= deadline:
+                    break  # a coarse clock: remembered, but hashed again next time
+                time.sleep(0.001)  # changed within this clock tick: wait for the next one
+                now = _clock(tmp)
+                stale = _restat(directory, stale)
+            for name, (key, st) in stale.items():
+                try:
+                    size, digest = _sha256(directory / name)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # deleted meanwhile: not listed
+                except OSError as exc:
+                    raise self._error(key, "read", exc) from exc
+                prints[key] = f"{size}:sha256:{digest}"
+                if size == st.st_size:  # else it changed while read: not worth remembering
+                    memo[name] = [size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, prints[key]]
+            if tmp is not None and now is not None:
+                _write_memo(tmp, memo_path, now, memo)
+                tmp = None
+        finally:
+            if tmp is not None:
+                _unlink_quietly(tmp)
+        return prints
 
     def _prune(self, prefix: str) -> None:
         """Remove hidden companions and empty directories whose keys start with ``prefix``."""
@@ -227,7 +330,8 @@ def _raise_unless_missing(exc: OSError) -> None:
 
 
 def _is_companion(name: str) -> bool:
-    """A hidden file some other writer left next to objects (Spark's ``.crc``), not ours."""
+    """A hidden file kept next to objects (Spark's ``.crc``, the fingerprint memo), not an
+    in-flight write."""
     return name.startswith(".") and not name.startswith(TEMP_PREFIX)
 
 
@@ -238,3 +342,91 @@ def _unlink_quietly(path: Path) -> None:
 def _rmdir_quietly(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty (a concurrent writer) or already gone
         path.rmdir()
+
+
+def _sha256(path: Path) -> tuple[int, str]:
+    """The size and SHA-256 (hex) of the file at ``path``, read in chunks."""
+    with path.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        return f.tell(), digest
+
+
+def _memoized(entry: Any, st: os.stat_result, as_of: int) -> str | None:
+    """The fingerprint a memo ``entry`` holds if it is still the file's (same size, mtime,
+    ctime and inode, and a ctime older than the memo's clock reading), else None."""
+    if not isinstance(entry, list) or len(entry) != 5:
+        return None
+    size, mtime_ns, ctime_ns, ino, fingerprint = entry
+    if [size, mtime_ns, ctime_ns, ino] != [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]:
+        return None
+    if not isinstance(fingerprint, str) or not fingerprint.startswith(f"{st.st_size}:sha256:"):
+        return None
+    return fingerprint if st.st_ctime_ns < as_of else None
+
+
+def _settled(entry: Any, as_of: int) -> bool:
+    """Whether a memo ``entry`` was hashed after the clock ticked past its ctime (so it may
+    move into a memo with a later ``as_of_ns``)."""
+    return (
+        isinstance(entry, list)
+        and len(entry) == 5
+        and isinstance(entry[2], int)
+        and entry[2] < as_of
+    )
+
+
+def _read_memo(path: Path) -> tuple[int, dict[str, Any]]:
+    """``(as_of_ns, {name: entry})`` of the memo at ``path``; ``(0, {})`` if it is missing,
+    unreadable or not a memo (the files are hashed then)."""
+    try:
+        memo = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return 0, {}
+    if not isinstance(memo, dict) or memo.get("version") != 1:
+        return 0, {}
+    as_of, files = memo.get("as_of_ns"), memo.get("files")
+    if not isinstance(as_of, int) or not isinstance(files, dict):
+        return 0, {}
+    return as_of, files
+
+
+def _write_memo(tmp: Path, path: Path, as_of: int, files: dict[str, Any]) -> None:
+    """Replace the memo at ``path`` by ``tmp`` holding ``files``; quietly nothing if that
+    fails (a cache: not fsynced, since a lost or torn memo only means hashing again)."""
+    body = {"version": 1, "as_of_ns": as_of, "files": dict(sorted(files.items()))}
+    try:
+        tmp.write_text(json.dumps(body, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        _unlink_quietly(tmp)
+
+
+def _temp_file(directory: Path) -> Path | None:
+    """A new empty temp file in ``directory``, or None if it cannot be made (read-only)."""
+    tmp = directory / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    except OSError:
+        return None
+    return tmp
+
+
+def _clock(tmp: Path | None) -> int | None:
+    """The file system's clock now, in its own ticks: ``tmp``'s ctime after touching it
+    (a change made after this reading gets a ctime at least as late)."""
+    if tmp is None:
+        return None
+    try:
+        os.utime(tmp)
+        return tmp.stat().st_ctime_ns
+    except OSError:
+        return None
+
+
+def _restat(directory: Path, stats: Stats) -> Stats:
+    """``stats`` read again; files deleted meanwhile are dropped."""
+    fresh: Stats = {}
+    for name, (key, _) in stats.items():
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            fresh[name] = (key, (directory / name).stat())
+    return fresh

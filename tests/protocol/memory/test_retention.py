@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ from sluice.protocol import (
     take_savepoint,
 )
 from sluice.protocol.process import process_attempt
+from sluice.storage.local import FINGERPRINT_MEMO
 from sluice.testing.memory import (
+    STATE_FILE,
     MemoryCompute,
     crashed,
     dead_positions,
@@ -80,6 +83,29 @@ def test_retention_keeps_the_last_checkpoints_and_every_savepoint(pipeline: Pipe
     assert all((state_epoch_of(f + "/") or 0) > 2 for f in state_folders(rt))
     assert sink_rows(rt) == expected_output(RECORDS, 1)  # retention never touches output
     assert dead_lines(rt) == dead_positions(RECORDS)
+
+
+def test_retention_deletes_each_part_folder_whole(pipeline: Pipeline, root: Path) -> None:
+    """On disk, with the hidden files kept there (the store's fingerprint memo, Spark's .crc
+    files): a retired part leaves no folder behind."""
+    rt = pipeline(records=RECORDS[:8], retained=2, compact_every=3)
+    folder = root / "checkpoints" / rt.name / "state"
+    crc = f".{STATE_FILE}.crc"
+    created: set[str] = set()
+    while run_until_drained(rt, max_units=1, max_epochs=1):
+        for part in folder.iterdir():  # what Spark leaves next to its files
+            (part / crc).touch()
+            created.add(part.name)
+
+    kept = sorted(p.name for p in folder.iterdir())
+    assert kept == sorted(f.removeprefix("state/") for f in referenced_parts(rt))
+    assert len(created) == 8 and len(kept) < 8
+    for name in kept:
+        assert sorted(p.name for p in (folder / name).iterdir()) == [
+            crc,
+            FINGERPRINT_MEMO,
+            STATE_FILE,
+        ]
 
 
 class _Meanwhile(Faults):
