@@ -696,6 +696,18 @@ def test_qos_1_only_duplicates_and_qos_0_only_loses_after_a_kill(
         assert duplicates == 0
         marker = rt.repo.sinks_committed(epoch)
         assert marker is not None and marker.output == "lost"
+        assert leftovers(rt.repo.store) == []  # the lost epoch's stage is dropped
+        receipts = {}  # the other epochs: staged, then published plainly
+        for before in set(range(1, rt.repo.latest_epoch() + 1)) - {epoch}:
+            emitted = rt.repo.checkpoint(before).result.stats.windows_emitted
+            committed = rt.repo.sinks_committed(before)
+            assert committed is not None
+            receipts[before] = (emitted, committed.published.get("out"))
+        assert any(n for n, _ in receipts.values()), receipts
+        assert all(
+            r == (f"{topic}: {n} records, no transaction (qos 0)" if n else None)
+            for n, r in receipts.values()
+        ), receipts
     assert sink_markers_absent(rt)
 
 

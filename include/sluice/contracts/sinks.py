@@ -7,8 +7,10 @@ a location owned by that attempt alone, so a zombie attempt can never overwrite 
 re-runs it after a crash until the checkpoint says the sinks are committed, possibly in
 another process and possibly twice at once. ``abort`` removes an attempt's staged rows and is
 idempotent too. ``abort_others(epoch, keep)`` is recovery: it removes what dead attempts of an
-epoch left behind. ``write`` is the direct, non-transactional path qos 0 and 1 use. None of
-them may depend on the wall clock.
+epoch left behind. ``write`` is the direct, non-transactional path qos 1 uses. qos 0 stages
+with ``prepare`` too (the epoch's one pass writes the output, no cache), and the process that
+wrote the checkpoint calls ``publish`` once, right after it; nobody ever retries it (a crash
+before it loses the epoch's output: at most once). None of them may depend on the wall clock.
 
 Rewinds (docs/rewind.md). A sink that sets ``supports_retraction`` can take back the output
 of committed epochs. The first epoch ``r`` of a rewind to epoch ``k`` is prepared with
@@ -72,8 +74,15 @@ class Sink(ABC, Generic[HandleT]):
         """Recovery: remove what every attempt of ``epoch`` but ``keep`` staged; returns how
         many objects (files, tables...) it removed."""
 
+    def publish(self, prepared: Prepared) -> str | None:
+        """qos 0: make a staged epoch visible once, right after its checkpoint, in the
+        process that wrote it; never retried, so it need not be idempotent. The default is
+        :meth:`commit`; a sink whose commit costs what qos 0 does not need (a transaction, an
+        epoch marker) may publish more simply."""
+        return self.commit(prepared)
+
     def write(self, epoch: int, attempt: str, df: DataFrame, rows: int | None) -> Prepared:
-        """The direct path of qos 0 and 1: make the rows visible now, without a separate
+        """The direct path of qos 1: make the rows visible now, without a separate
         commit. The default stages and commits at once; sinks with a cheaper direct write
         override it. Not idempotent: a replay may write the rows again (qos 1 allows that)."""
         prepared = self.prepare(epoch, attempt, df, rows)

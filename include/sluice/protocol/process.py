@@ -119,7 +119,7 @@ def process_attempt(
     held: list[DataFrame] = []
     try:
         frames = compute.compute(rt, plan)
-        result, outputs = _stage(rt, compute, frames, plan, record.attempt, held)
+        result = _stage(rt, compute, frames, plan, record.attempt, held)
     except Exception as exc:
         _release(frames, held)
         error = f"{type(exc).__name__}: {exc}"
@@ -134,7 +134,7 @@ def process_attempt(
         rt.repo.update_attempt(record)
         rt.faults.hit("process.after_attempt", epoch)
         if rt.spec.qos == 0:
-            _checkpoint_then_write(rt, epoch, record.attempt, outputs)
+            _checkpoint_then_publish(rt, epoch, record.attempt)
     finally:
         _release(frames, held)
     return record
@@ -268,14 +268,15 @@ def _stage(
     plan: Plan,
     attempt: str,
     held: list[DataFrame],
-) -> tuple[EpochResult, Outputs]:
-    """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2), written
-    (1) or kept for after the checkpoint (0); the epoch's facts come from those writes."""
+) -> EpochResult:
+    """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2 and 0: qos 0
+    publishes the stage right after the checkpoint) or written (1); the epoch's facts come
+    from those writes."""
     started = rt.clock()
     retract = retract_after(plan)
     results = [r for r in rt.sinks if r.role == "results"]
     frame, rows = out.results, out.emitted
-    if rt.spec.qos == 0 or len(results) > 1:  # one computation for every writer
+    if len(results) > 1:  # one computation for every writer
         part = _write_state(rt, compute, out, plan.epoch, attempt)
         rt.faults.hit("process.after_state", plan.epoch)
         frame, rows = compute.materialized(frame, rows, held)
@@ -292,8 +293,7 @@ def _stage(
         finally:
             part = state.result()
         rt.faults.hit("process.after_state", plan.epoch)
-    first = next((p for p in prepared if p is not None), None)
-    emitted = rows if rows is not None else (first.rows if first is not None else None)
+    emitted = rows if rows is not None else (prepared[0].rows if prepared else None)
     facts = out.finish(emitted, part.rows if part is not None else None)
     counts = facts.counts
     outputs: Outputs = {
@@ -324,10 +324,10 @@ def _stage(
         watermark=facts.watermark,
         watermark_us=facts.watermark_us,
         state=_state_ref(rt, plan, out, part, facts),
-        prepared=tuple(p for p in prepared if p is not None),
+        prepared=tuple(prepared),
         process_seconds=round(rt.clock() - started, 6),
     )
-    return result, outputs
+    return result
 
 
 def _beside(work: Callable[[], T]) -> Future[T]:
@@ -369,13 +369,11 @@ def _output(
     df: DataFrame,
     rows: int | None,
     retract: int | None,
-) -> Prepared | None:
-    """Stage (qos 2) or write (qos 1) one output; qos 0 writes after the checkpoint."""
-    if rt.spec.qos == 0:
-        return None
+) -> Prepared:
+    """Stage (qos 2 and 0) or write (qos 1) one output."""
     if rows is None and not role.sink.counts_rows:  # a plugin that wants the count first
         rows = compute.count(df)
-    if rt.spec.qos == 2:
+    if rt.spec.qos != 1:
         staged = role.sink.prepare(plan.epoch, attempt, df, rows)
         return replace(staged, retract_after=retract)
     return _write(role, plan.epoch, attempt, df, rows, retract)
@@ -397,23 +395,17 @@ def _side(spark: SparkSession, build: Frame, rows: int, ddl: str) -> DataFrame:
 _EMPTY: dict[tuple[int, str], DataFrame] = {}
 
 
-def _checkpoint_then_write(rt: Runtime, epoch: int, attempt: str, outputs: Outputs) -> None:
-    """qos 0: the checkpoint (offsets, state) commits first, then the output is written once,
-    directly; a crash in between loses this epoch's output and never duplicates it."""
+def _checkpoint_then_publish(rt: Runtime, epoch: int, attempt: str) -> None:
+    """qos 0: the checkpoint (offsets, state) commits first, then this process publishes the
+    staged output once; a crash in between loses this epoch's output and never duplicates it
+    (the next step's recovery records it lost and drops the stage)."""
     started = rt.clock()
     checkpoint = write_checkpoint(rt, epoch, attempt)
-    if checkpoint.attempt != attempt:  # another attempt won: it writes the output, not us
+    if checkpoint.attempt != attempt:  # another attempt won: it publishes, not us
         abort_attempt(rt, epoch, attempt)
         return
-
-    retract = retract_after(checkpoint.plan)
-
-    def publish(role: SinkRole) -> None:
-        df, rows = outputs[role.role]
-        _write(role, epoch, attempt, df, rows, retract)
-
     if rt.repo.sinks_committed(epoch) is None:
-        finish_commit(rt, checkpoint, started=started, publish=publish)
+        finish_commit(rt, checkpoint, started=started, publish=True)
 
 
 def retract_after(plan: Plan) -> int | None:

@@ -9,13 +9,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sluice.contracts import layout
 from sluice.contracts.records import AttemptStatus, Checkpoint, OutputFate, Prepared, SinksCommitted
 from sluice.protocol.repository import advance
 from sluice.protocol.retention import apply_retention
-from sluice.protocol.runtime import Runtime, SinkRole
+from sluice.protocol.runtime import Runtime
 
 __all__ = ["abort_attempt", "finish_commit", "recover"]
 
@@ -38,26 +36,29 @@ def finish_commit(
     checkpoint: Checkpoint,
     *,
     started: float,
-    publish: Callable[[SinkRole], None] | None = None,
+    publish: bool = False,
 ) -> None:
     """Publish every sink's output of ``checkpoint``, mark the sinks committed, clean up.
 
     qos 2 commits what the attempt staged (idempotent). qos 1 wrote its output before the
-    checkpoint: nothing is left to do. qos 0 writes its output only now, through ``publish``,
-    in the process that won the checkpoint; any other process finding the marker missing
-    records the output as lost (at-most-once: never written twice).
+    checkpoint: nothing is left to do. qos 0 staged its output too; only the process that
+    won the checkpoint publishes it, right after (``publish``); any other process finding the
+    marker missing records the output as lost and drops the stage (at-most-once: never
+    written twice).
     """
     epoch = checkpoint.epoch
     prepared = {p.sink: p for p in checkpoint.result.prepared}
     qos = rt.spec.qos
     published: dict[str, str] = {}
     for i, role in enumerate(rt.sinks):
-        if qos == 2 and role.sink.name in prepared:
-            receipt = role.sink.commit(prepared[role.sink.name])
-            if receipt:
-                published[role.sink.name] = receipt
-        elif qos == 0 and publish is not None:
-            publish(role)
+        staged = prepared.get(role.sink.name)
+        receipt = None
+        if staged is not None and qos == 2:
+            receipt = role.sink.commit(staged)
+        elif staged is not None and qos == 0 and publish:
+            receipt = role.sink.publish(staged)
+        if receipt:
+            published[role.sink.name] = receipt
         if i == 0:
             rt.faults.hit("commit.mid_sinks", epoch)
     rt.faults.hit("commit.after_sinks", epoch)

@@ -32,8 +32,10 @@ qos 2, two phases:
 
 qos 1: *write* publishes straight from the result frame with the idempotent producer
 (``enable.idempotence``, ``acks=all``) and flushes; no transaction, no marker: a replayed epoch
-is published again (duplicates only). qos 0: the same without idempotence and with
-``retries=0``, ``acks=1``: a record the broker did not take is lost, never resent.
+is published again (duplicates only). qos 0: *prepare* stages as at qos 2 and *publish*, run
+once right after the checkpoint, sends the staged rows without idempotence and with
+``retries=0``, ``acks=1``, no transaction and no marker: a record the broker did not take is
+lost, never resent.
 
 Rewinds: Kafka cannot take records back. :meth:`KafkaSink.retraction_problem` refuses a
 rewind past an epoch the markers show as published, unless ``on_rewind: republish`` (upsert
@@ -268,6 +270,22 @@ class KafkaSink(Sink[KafkaStaged]):
             f"{transactional_id(self.pipeline, self.name)}, marked "
             f"{self.pipeline}/{self.name}/{prepared.epoch} in {self.marker_topic}"
         )
+
+    def publish(self, prepared: Prepared) -> str | None:
+        """qos 0: the staged rows with the no-retry producer, right after the checkpoint: no
+        transaction, no marker (never retried: a failed delivery is lost, as qos 0 allows);
+        then the staging is deleted."""
+        from confluent_kafka import Producer
+
+        if prepared.rows == 0:
+            return None
+        epoch, attempt, staging = prepared.epoch, prepared.attempt, self._staging_of(prepared)
+        files = sorted(i.key for i in self.store.list(staging) if i.key.endswith(".parquet"))
+        self._ensure_topics(epoch, attempt)
+        producer = Producer(self._producer_settings(transactional=False))
+        sent = self._produce(producer, self._records(files), prepared.rows + 1, epoch, attempt)
+        self.store.delete_prefix(staging)
+        return f"{self.topic}: {sent} records, no transaction (qos 0)"
 
     def _chunks(self, rows: int) -> int:
         return math.ceil(rows / self.config.max_records_per_transaction)
