@@ -40,6 +40,16 @@ def columns(frame: Any) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
 
 
+def _first_epoch(spark: Any, spec: Any) -> Any:
+    """The operator's run over the pipeline's first planned epoch (not yet finished)."""
+    rt = runtime(spec)
+    plan = plan_epoch(rt)
+    assert plan is not None
+    records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
+    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
+    return operator_for(spec).run(inp)
+
+
 @pytest.mark.parametrize("operator", OPERATORS)
 def test_side_outputs_have_the_empty_frames_columns(
     spark: Any, local_workspace: Workspace, operator: str
@@ -50,12 +60,7 @@ def test_side_outputs_have_the_empty_frames_columns(
         for key in ("window", "aggregates", "key_by"):
             del body[key]
     spec = parse_spec(body)
-    rt = runtime(spec)
-    plan = plan_epoch(rt)
-    assert plan is not None
-    records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
-    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
-    out = operator_for(spec).run(inp)
+    out = _first_epoch(spark, spec)
     try:
         out.results.count()  # the stateless pass is its results' write
         assert out.finish(None, None).counts.dead == 2
@@ -101,12 +106,7 @@ def test_the_exact_pass_takes_each_files_bound_from_the_first_pass_and_runs_file
         ]
     )
     spec = parse_spec(click_spec_dict(local_workspace, **OPERATORS[operator]))
-    rt = runtime(spec)
-    plan = plan_epoch(rt)
-    assert plan is not None
-    records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
-    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
-    out = operator_for(spec).run(inp)
+    out = _first_epoch(spark, spec)
     try:
         assert out.cls.mode == EXACT  # the first pass could not be trusted
         windows = _window_partitioning(out.cls.frame)

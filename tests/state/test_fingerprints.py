@@ -8,7 +8,6 @@ parts it reads. Hashing is counted by wrapping the store's hash function: no tim
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from sluice.testing.memory import (
     run_until_drained,
     source_of,
 )
+
+from tests.fixtures.file_damage import DAMAGE, same_size_in_place, truncated
 
 RECORDS = [("a", 1), ("b", 2), ("a", 3), ("c", 4), ("b", 5), ("a", 6), ("d", 7), ("c", 8),
            ("a", 9), ("e", 10)]  # fmt: skip
@@ -94,33 +95,6 @@ def test_every_state_file_is_hashed_once_however_often_it_is_read(
     assert [p.files[0][1].split(":")[1] for p in _state(rt).parts] == ["sha256"] * 2
 
 
-def _same_size_in_place(path: Path) -> None:
-    """One byte changed in the same inode, the mtime set back: only the ctime tells."""
-    before = path.stat()
-    data = path.read_bytes()
-    digit = next(i for i, b in enumerate(data) if chr(b).isdigit())
-    with path.open("r+b") as f:
-        f.seek(digit)
-        f.write(b"9" if data[digit : digit + 1] != b"9" else b"8")
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-
-def _truncated(path: Path) -> None:
-    os.truncate(path, path.stat().st_size - 1)
-
-
-def _replaced(path: Path) -> None:
-    """Other bytes of the same size moved over it, with its mtime."""
-    before = path.stat()
-    other = path.with_name("other")
-    other.write_bytes(b" " * before.st_size)
-    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
-    os.replace(other, path)
-
-
-DAMAGE = [_same_size_in_place, _truncated, _replaced]
-
-
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_file_changed_after_it_was_verified_is_corrupt(
     tmp_path: Path, hashed: Counter[str], damage: Callable[[Path], None]
@@ -155,7 +129,7 @@ def test_a_copied_checkpoint_folder_verifies_there(tmp_path: Path, hashed: Count
     assert read_memory_state(copy.repo.store, state) == TOTALS
     assert set(hashed.values()) == {1}  # hashed there once, then remembered there
 
-    _same_size_in_place(parts[-1])
+    same_size_in_place(parts[-1])
     with pytest.raises(CorruptObject, match="corrupt state"):
         read_memory_state(copy.repo.store, state)
     assert read_memory_state(rt.repo.store, state) == TOTALS  # the original is untouched
@@ -175,6 +149,6 @@ def test_a_part_without_a_memo_is_verified_by_hashing(tmp_path: Path, hashed: Co
     assert len(hashed) == len(state.parts) and set(hashed.values()) == {1}
     assert all(memo.is_file() for memo in memos)  # written by that verification
     memos[-1].unlink()
-    _truncated(_newest_file(rt))
+    truncated(_newest_file(rt))
     with pytest.raises(CorruptObject, match="corrupt state"):
         verify_parts(rt.repo.store, list(state.parts))

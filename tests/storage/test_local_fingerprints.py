@@ -18,6 +18,8 @@ from sluice.storage import LocalObjectStore, ObjectStore
 from sluice.storage import local as local_store
 from sluice.storage.local import FINGERPRINT_MEMO, TEMP_PREFIX
 
+from tests.fixtures.file_damage import DAMAGE
+
 PART = "state/000000000001-a1"
 FILES = {"part-00000.parquet": b"p" * 1000, "part-00001.parquet": b"q" * 700, "_SUCCESS": b""}
 
@@ -67,31 +69,7 @@ def test_a_part_fingerprinted_twice_is_read_once(tmp_path: Path, hashed: list[st
     assert [i.key.rpartition("/")[2] for i in store.list(PART + "/")] == sorted(FILES)
 
 
-def _same_size_in_place(path: Path) -> None:
-    """One byte flipped in the same inode, mtime set back: only the ctime tells."""
-    before = path.stat()
-    with path.open("r+b") as f:
-        f.seek(10)
-        byte = f.read(1)
-        f.seek(10)
-        f.write(bytes([byte[0] ^ 1]))
-    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
-
-
-def _truncated(path: Path) -> None:
-    os.truncate(path, path.stat().st_size - 100)
-
-
-def _replaced(path: Path) -> None:
-    """Another file of the same size moved over it, with the original's mtime."""
-    before = path.stat()
-    other = path.with_name("other")
-    other.write_bytes(b"r" * before.st_size)
-    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
-    os.replace(other, path)
-
-
-@pytest.mark.parametrize("damage", [_same_size_in_place, _truncated, _replaced])
+@pytest.mark.parametrize("damage", DAMAGE)
 def test_a_file_changed_after_the_memo_is_hashed_again(
     tmp_path: Path, hashed: list[str], damage: Callable[[Path], None]
 ) -> None:

@@ -231,9 +231,7 @@ def _bound_sql(inp: EpochInput, used: Callable[[str, int], int | None]) -> str:
     carried = inp.carried.max_event_time_us
     partition_of = {m: p for p, m in inp.before_hints}
     if partition_of and sorted(partition_of) == list(range(len(partition_of))):
-        values = [used(partition_of[m], m) for m in range(len(partition_of))]
-        table = ", ".join("CAST(NULL AS BIGINT)" if v is None else f"{v}L" for v in values)
-        return f"element_at(array({table}), _major + 1)"
+        return _by_major([used(partition_of[m], m) for m in range(len(partition_of))])
     return _per_partition(carried)
 
 
@@ -291,6 +289,11 @@ def _before_majors(carried: WatermarkState, runs: tuple[Run, ...]) -> str | None
         high = highs.get(major)
         if high is not None:
             running = high if running is None else max(running, high)
+    return _by_major(values)
+
+
+def _by_major(values: list[int | None]) -> str:
+    """SQL for ``values[_major]`` (a literal array indexed by the record's major position)."""
     table = ", ".join("CAST(NULL AS BIGINT)" if v is None else f"{v}L" for v in values)
     return f"element_at(array({table}), _major + 1)"
 

@@ -280,12 +280,16 @@ class KafkaSink(Sink[KafkaStaged]):
         if prepared.rows == 0:
             return None
         epoch, attempt, staging = prepared.epoch, prepared.attempt, self._staging_of(prepared)
-        files = sorted(i.key for i in self.store.list(staging) if i.key.endswith(".parquet"))
+        files = self._staged_files(staging)
         self._ensure_topics(epoch, attempt)
         producer = Producer(self._producer_settings(transactional=False))
         sent = self._produce(producer, self._records(files), prepared.rows + 1, epoch, attempt)
         self.store.delete_prefix(staging)
         return f"{self.topic}: {sent} records, no transaction (qos 0)"
+
+    def _staged_files(self, staging: str) -> list[str]:
+        """The stage's Parquet files, by name (the order records are published in)."""
+        return sorted(i.key for i in self.store.list(staging) if i.key.endswith(".parquet"))
 
     def _chunks(self, rows: int) -> int:
         return math.ceil(rows / self.config.max_records_per_transaction)
@@ -300,7 +304,7 @@ class KafkaSink(Sink[KafkaStaged]):
 
     def _publish(self, prepared: Prepared, staging: str, chunks: int) -> None:
         epoch, attempt = prepared.epoch, prepared.attempt
-        files = sorted(i.key for i in self.store.list(staging) if i.key.endswith(".parquet"))
+        files = self._staged_files(staging)
         if not files:
             if self._next_chunk(epoch, chunks) >= chunks:
                 return  # a racing commit published it and deleted the staging meanwhile
