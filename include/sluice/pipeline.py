@@ -160,14 +160,19 @@ def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -
     from sluice.storage import open_store
 
     store = open_store(c.path, s3=spec.s3)
-    return FilesSource(c, store, required=(spec.event_time.column,), history=ctx.repo.planned_files)
+    return FilesSource(
+        c, store, required=(spec.event_time.column,), read=spec.read_columns(),
+        history=ctx.repo.planned_files,
+    )  # fmt: skip
 
 
 def _kafka_source(c: KafkaSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
     from sluice.sources.kafka import KafkaSource
 
     url = ctx.connections.get(c.connection) if c.connection else None
-    return KafkaSource(c, required=(spec.event_time.column,), connection=url)
+    return KafkaSource(
+        c, required=(spec.event_time.column,), read=spec.read_columns(), connection=url
+    )
 
 
 def _nexmark_source(

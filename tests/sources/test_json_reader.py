@@ -277,6 +277,37 @@ def test_kafka_values_follow_the_finite_rule(spark: Any) -> None:
     ]
 
 
+def test_parquet_and_kafka_values_check_only_the_columns_read(
+    spark: Any, local_workspace: Workspace
+) -> None:
+    """#35's decision in the two other parsers (JSON lines and CSV:
+    tests/integration/test_unread_columns.py): a bad value in a column outside ``read`` is
+    null, not a dead letter; one in a read column still is."""
+    schema = (("user", "string"), ("ts", "timestamp"), ("amount", "double"))
+    table = pa.table({"user": ["a", "b"], "ts": [TS, TS], "amount": ["1.5", "NaN"]})
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    local_workspace.put_files([("a.parquet", sink.getvalue())])
+    source = _source(local_workspace, "parquet", schema)
+    source.read_columns = ("user", "ts")
+    got = _read(spark, source)
+    assert [(got[("a.parquet", i)]["_error"], got[("a.parquet", i)]["amount"]) for i in (1, 2)] == [
+        (None, 1.5),
+        (None, None),
+    ]
+    values = [f'{{"ts": "{TS}", "amount": {v}, "n": {n}}}' for v, n in (("1.5", 1), ("NaN", '"x"'))]
+    frame = spark.createDataFrame(
+        [("kafka://t/0", 0, i, v, "t:0") for i, v in enumerate(values)],
+        "_file string, _major int, _line long, _raw string, _kp string",
+    )
+    kafka = (("ts", "timestamp"), ("amount", "double"), ("n", "long"))
+    rows = parse_json_frame(frame, kafka, ("ts",), read=("ts", "n")).collect()
+    assert [(r["_error"], r["amount"]) for r in sorted(rows, key=lambda r: r["_line"])] == [
+        (None, 1.5),
+        ("wrong_type: field 'n' = x is not a long", None),
+    ]
+
+
 def _texts(rng: random.Random) -> Iterator[str]:
     base = ["2024-01-01T00:00", "2024-01-01 00:00:01", "2024-01-01T00:00:01.5Z",
             "2024-01-01T00:00:01.123456789+01:00", "2024-01-01T00:00+0100", "2024-01-01",

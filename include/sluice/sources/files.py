@@ -127,6 +127,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         store: ObjectStore,
         *,
         required: tuple[str, ...] = (),
+        read: tuple[str, ...] | None = None,
         history: Callable[[Callable[[dict[str, Any]], Iterable[str]]], set[str]] = (
             lambda _units: set()
         ),
@@ -134,6 +135,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         self.config = config
         self.store = store
         self.required = required
+        self.read_columns = read  # the schema columns the pipeline reads (None: all: parsing)
         self.history = history
         self._footers: dict[tuple[str, ...], list[Any]] = {}  # the last range's (read once)
 
@@ -282,16 +284,18 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
             for i, k in enumerate(rng.files)
         ]
-        schema = self.config.schema
+        schema, required, read = self.config.schema, self.required, self.read_columns
         try:
             if self.config.format == "parquet":
                 metas = footers(self.store, list(rng.files))
                 self._footers = {rng.files: metas}
-                frame = parse_parquet(spark, index, schema, self.required, types_of(metas))
+                stored = types_of(metas)
+                frame = parse_parquet(spark, index, schema, required, stored, read)
             elif self.config.format == "csv":
-                frame = parse_csv_lines(spark, index, schema, self.required, self.config.header)
+                header = self.config.header
+                frame = parse_csv_lines(spark, index, schema, required, header, read)
             else:
-                frame = parse_json_lines(spark, index, schema, self.required)
+                frame = parse_json_lines(spark, index, schema, required, read)
         except Exception:
             gone = [k for k in rng.files if not self.store.exists(k)]  # asked only on failure
             if gone:

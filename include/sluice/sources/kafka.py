@@ -189,6 +189,7 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
         config: KafkaSourceConfig,
         *,
         required: tuple[str, ...] = (),
+        read: tuple[str, ...] | None = None,
         client: Any = None,
         connection: str | None = None,
     ) -> None:
@@ -196,6 +197,7 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
         (None when it is not defined: the first use of the broker then says so)."""
         self.config = config
         self.required = required
+        self.read_columns = read  # the schema columns the pipeline reads (None: all: parsing)
         self.topics: tuple[str, ...] = config.topics
         self.bootstrap: str | None = config.bootstrap_servers
         self.connection_id: str | None = config.connection
@@ -477,7 +479,7 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
             overrides.update({c: F.col(f"_d_{c}") for c in self.decode})
         parsed = parse_json_frame(
             frame, self.config.schema, self.required, overrides, parse=not self.raw,
-            valid_utf8=None if self.raw else "_utf8",
+            valid_utf8=None if self.raw else "_utf8", read=self.read_columns,
         )  # fmt: skip
         return parsed.withColumn("_partition", F.col("_kp")).drop("_kp")
 

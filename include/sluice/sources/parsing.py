@@ -15,6 +15,11 @@ record or the exact reason it is a dead letter.
 
 A ``double`` / ``float`` field must hold a finite number in every format: ``NaN``,
 ``Infinity`` (bare or as a string) and numbers beyond the type's range are ``wrong_type``.
+
+``read`` (every parser): the schema columns the pipeline reads (None: all). Only those are
+type-checked, as Spark's and Flink's readers check only the columns a query requires; another
+column is converted by the same rules, null where its value does not convert, and never makes
+a record a dead letter. Every line is still checked whole (UTF-8, one JSON object, its syntax).
 """
 
 from __future__ import annotations
@@ -87,15 +92,21 @@ TRAILING_TEXT = "malformed: text after the JSON object"
 
 
 def parse_json_lines(
-    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...]
+    spark: SparkSession,
+    index: Index,
+    schema: Schema,
+    required: tuple[str, ...],
+    read: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """JSON lines: one object per line; blank lines are not records.
 
-    One typed parse for every line; a line it does not accept cleanly (a corrupt record, a
-    non-finite double, a LineInfo flag, a value the typed parse refuses such as a number
-    written as a string) is parsed again as text, in the same projection and only for those
-    lines, giving today's record or the exact dead-letter reason."""
-    plan = _json_plan(spark, schema, required)
+    One typed parse of the read columns for every line; a line it does not accept cleanly (a
+    corrupt record, a non-finite double, a LineInfo flag, a value the typed parse refuses such
+    as a number written as a string) is parsed again as text, in the same projection and only
+    for those lines, giving today's record or the exact dead-letter reason. The columns not
+    read come from a parse of their own, which Spark leaves out of any plan that does not
+    select them (the epoch's pass; the late records' rows select them)."""
+    plan = _json_plan(spark, schema, required, read)
     lines = _text_lines(spark, index).withColumn("_j", plan.fast)
     lines = lines.select(*plan.first).select(*plan.second).withColumn("_j", plan.text)
     return lines.select(*plan.last)
@@ -114,17 +125,22 @@ class _JsonPlan:
     last: tuple[Column, ...]  # the record columns
 
 
-def _json_plan(spark: SparkSession, schema: Schema, required: tuple[str, ...]) -> _JsonPlan:
+def _json_plan(
+    spark: SparkSession, schema: Schema, required: tuple[str, ...], read: tuple[str, ...] | None
+) -> _JsonPlan:
     zone = spark.conf.get("spark.sql.session.timeZone")
     plans = context_cache(spark, "json plans")
-    key = (schema, required, zone)
+    key = (schema, required, read, zone)
     plan = plans.get(key)
     if plan is None:
-        plan = plans[key] = _build_json_plan(spark, schema, required)
+        plan = plans[key] = _build_json_plan(spark, schema, required, read)
     return plan
 
 
-def _build_json_plan(spark: SparkSession, schema: Schema, required: tuple[str, ...]) -> _JsonPlan:
+def _build_json_plan(
+    spark: SparkSession, whole: Schema, required: tuple[str, ...], read: tuple[str, ...] | None
+) -> _JsonPlan:
+    schema, lenient = _checked(whole, read)
     kinds = dict(schema)
     typed = {c for c, kind in schema if kind in _TYPED_IN_JSON}
     fast_schema = T.StructType(
@@ -166,11 +182,15 @@ def _build_json_plan(spark: SparkSession, schema: Schema, required: tuple[str, .
     ]
     slow_values, slow_error = _typed_columns(schema, required, malformed)
     is_clean = F.col("_clean")
+    values = {c: F.when(is_clean, F.col(names[c])).otherwise(slow_values[c]) for c, _ in schema}
+    if lenient:  # one text parse for the columns not read, converted without a check
+        unread = _from_json(spark, F.col("_raw"), _text_schema(lenient))
+        values.update({c: _cast(unread.getField(c), kind) for c, kind in lenient})
     last = (
         F.lit("0").alias("_partition"),
         *[F.col(c) for c in ("_file", "_major", "_line", "_raw")],
         F.when(is_clean, F.col("_fast_error")).otherwise(slow_error).alias("_error"),
-        *[F.when(is_clean, F.col(names[c])).otherwise(slow_values[c]).alias(c) for c, _ in schema],
+        *[values[c].alias(c) for c, _ in whole],
     )
     return _JsonPlan(_json_bytes(spark, F.col("_raw"), fast_schema), first, second, text, last)
 
@@ -183,6 +203,7 @@ def parse_json_frame(
     keep: tuple[str, ...] = ("_kp",),
     parse: bool = True,
     valid_utf8: str | None = None,
+    read: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """JSON records already in a frame (``_file``, ``_major``, ``_line``, ``_raw``; e.g. Kafka
     values), by the text rules of JSON lines: one JSON object, nothing after it but whitespace
@@ -215,7 +236,7 @@ def parse_json_frame(
         ]
         lines = lines.withColumn("_j", F.struct(*fields))
     keep = tuple(c for c in keep if c in frame.columns)
-    return _typed(lines, schema, required, malformed, keep)
+    return _typed(lines, schema, required, malformed, keep, read)
 
 
 def valid_utf8(spark: SparkSession, data: Column) -> Column:
@@ -226,7 +247,12 @@ def valid_utf8(spark: SparkSession, data: Column) -> Column:
 
 
 def parse_csv_lines(
-    spark: SparkSession, index: Index, schema: Schema, required: tuple[str, ...], header: bool
+    spark: SparkSession,
+    index: Index,
+    schema: Schema,
+    required: tuple[str, ...],
+    header: bool,
+    read: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """CSV, one record per line, columns in schema order; optional header line per file."""
     ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
@@ -242,7 +268,7 @@ def parse_csv_lines(
             F.lit(f"malformed: expected {len(schema)} CSV fields"),
         ),
     ]
-    values, error = _typed_columns(schema, required, malformed)
+    values, error = _typed_columns(schema, required, malformed, read)
     return lines.select(
         F.lit("0").alias("_partition"), "_file", "_major", "_line", "_raw", error.alias("_error"),
         *[values[c].alias(c) for c, _ in schema],
@@ -255,6 +281,7 @@ def parse_parquet(
     schema: Schema,
     required: tuple[str, ...],
     stored: dict[str, str] | None = None,
+    read: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """Parquet rows; position = row index inside the file. Columns are matched by name.
 
@@ -280,7 +307,8 @@ def parse_parquet(
         stored_text = f"CAST({quote(column) if column in stored else 'NULL'} AS STRING)"
         columns[column] = (stored_text, _cast_sql(stored_text, kind))
     checks = []
-    for column in (*required, *[c for c, _ in schema if c not in required]):
+    checked, _ = _checked(schema, read)
+    for column in (*required, *[c for c, _ in checked if c not in required]):
         text, typed = columns[column]
         if column in required:
             message = lit(f"missing_event_time: field '{column}' is absent or null")
@@ -505,10 +533,11 @@ def _typed(
     required: tuple[str, ...],
     malformed: list[Column],
     keep: tuple[str, ...] = (),
+    read: tuple[str, ...] | None = None,
 ) -> DataFrame:
     """Cast the text columns in ``_j`` to the schema and derive ``_error`` (``malformed``:
     the reasons, in order, as in :func:`_typed_columns`)."""
-    values, error = _typed_columns(schema, required, malformed)
+    values, error = _typed_columns(schema, required, malformed, read)
     return frame.select(
         F.lit("0").alias("_partition"),
         "_file",
@@ -522,20 +551,34 @@ def _typed(
 
 
 def _typed_columns(
-    schema: Schema, required: tuple[str, ...], malformed: list[Column]
+    schema: Schema,
+    required: tuple[str, ...],
+    malformed: list[Column],
+    read: tuple[str, ...] | None = None,
 ) -> tuple[dict[str, Column], Column]:
     """The schema columns cast from the text struct ``_j``, and the first problem found:
-    ``malformed`` (in order), then required fields, then the others in schema order."""
+    ``malformed`` (in order), then required fields, then the other read columns in schema
+    order."""
     typed = {c: _cast(F.col(f"_j.`{c}`"), kind) for c, kind in schema}
     checks = list(malformed)
     kinds = dict(schema)
     for column in required:
         checks.append(_null_check(column, F.col(f"_j.`{column}`")))
         checks.append(_type_check(column, kinds[column], typed[column]))
-    for column, kind in schema:
+    for column, kind in _checked(schema, read)[0]:
         if column not in required:
             checks.append(_type_check(column, kind, typed[column]))
-    return typed, F.coalesce(*checks)
+    return typed, F.coalesce(*checks) if checks else F.lit(None).cast("string")
+
+
+def _checked(schema: Schema, read: tuple[str, ...] | None) -> tuple[Schema, Schema]:
+    """``schema`` split into the columns type-checked (``read``; None: all) and the rest."""
+    if read is None:
+        return schema, ()
+    return (
+        tuple((c, k) for c, k in schema if c in read),
+        tuple((c, k) for c, k in schema if c not in read),
+    )
 
 
 def _null_check(column: str, raw: Column) -> Column:

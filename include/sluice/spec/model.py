@@ -190,6 +190,27 @@ class PipelineSpec:
             return self.output
         return (*(c for c, _ in self.source.schema), *(n for n, _ in self.select))
 
+    def read_columns(self) -> tuple[str, ...] | None:
+        """The source schema's columns the pipeline reads, in schema order; None: all of them
+        (or the source's ``strict_schema``). Read: the event time, ``key_by``, aggregated
+        columns, any column a ``select:`` or ``filter:`` expression names, a stateless
+        pipeline's written columns; a process function reads every column. A record whose
+        only bad value is in another column is accepted, that column null
+        (docs/dead-letters.md)."""
+        schema = [c for c, _ in self.source.schema]
+        if getattr(self.source, "strict_schema", True) or self.process is not None:
+            return None
+        from sluice.spec.references import referenced
+
+        read = {self.event_time.column, *self.key_by}
+        if self.stateless:
+            read.update(self.output_columns())
+        read.update(a.column for a in self.aggregates if a.column)
+        for expression in (*(e for _, e in self.select), *([self.filter] if self.filter else [])):
+            read.update(referenced(expression, schema))
+        columns = tuple(c for c in schema if c in read)
+        return None if len(columns) == len(schema) else columns
+
     def state_shape(self) -> dict[str, object]:
         """What the keyed state depends on: a checkpoint restored under a spec with a
         different shape would be misread, so the shape is stored and compared. Each declared

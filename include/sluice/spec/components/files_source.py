@@ -32,6 +32,9 @@ class FilesSourceConfig(SourceConfig):
     header: Flag = True  # csv only: the first line of every file is a header
     # "none" (one partition) or "directory" (each first-level folder is a partition)
     partition_by: Annotated[Literal["none", "directory"], one_of(("none", "directory"))] = "none"
+    # type-check every schema column of every record, also those the pipeline never reads
+    # (by default a bad value there is taken as null: docs/dead-letters.md)
+    strict_schema: Flag = False
 
     @property
     def rereads_cheaply(self) -> bool:

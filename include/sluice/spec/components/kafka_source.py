@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from sluice.spec.components.base import (
     NAME_RE,
+    Flag,
     PositiveInt,
     Schema,
     SourceConfig,
@@ -133,6 +134,8 @@ class KafkaSourceConfig(SourceConfig):
         "fail"
     )
     kafka: Annotated[tuple[tuple[str, str], ...], BeforeValidator(_settings)] = ()
+    # type-check every schema column, also those the pipeline never reads (docs/dead-letters.md)
+    strict_schema: Flag = False
 
     # checked once the fields they depend on (declared above them) are valid
     @field_validator("metadata")
