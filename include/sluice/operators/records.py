@@ -37,15 +37,7 @@ from sluice.contracts.operators import (
     EpochInput,
 )
 from sluice.contracts.records import WatermarkState
-from sluice.jvm.udfs import (
-    Ledger,
-    class_tally,
-    constant,
-    new_ledger,
-    partition_value,
-    position_max,
-    where_not_pushed,
-)
+from sluice.jvm.udfs import Ledger, SqlFunctions, select, where_not_pushed
 from sluice.operators.base import InvalidExpression, quoted
 from sluice.operators.expressions import failure_reason, guarded
 from sluice.operators.sqltext import Sql, when
@@ -167,39 +159,42 @@ def classify(
         dropped = (*POSITION, "_raw", "_error", "_file")
         columns = tuple(c for c in derived.columns if c not in dropped)
     wanted = list(dict.fromkeys((*POSITION, "_error", et.column, *columns, "_keep")))
+    kept = [quoted(c) for c in wanted]
     ts = f"CASE WHEN _error IS NULL THEN unix_micros({quoted(et.column)}) END AS _ts_us"
-    frame = derived.selectExpr(*[quoted(c) for c in wanted], ts)
-    positions, tally = new_ledger(spark, "PositionMax"), new_ledger(spark, "ClassTally")
     before_us = inp.carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
     used = _bounds(inp)
-    # the running maximum of the run; in EXACT mode only its ledger is used (the new maximum
-    # of each partition), and the tally below anchors it so Spark cannot drop it
-    frame = frame.withColumn(
-        "_pm", position_max(spark, positions, "_partition", "_major", "_line", "_ts_us")
-    )
     carried = inp.carried.max_event_time_us
-    if carried:  # the carried maxima per partition, as _p_bound (see _per_partition)
-        frame = frame.withColumn("_p_bound", partition_value(spark, carried, "_partition"))
-    if mode == SCAN:
-        prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
-    else:
-        prefix = _exact_prefix(inp.carried, runs)
-    wm = f"{prefix} - {et.max_out_of_orderness_us}"
-    wm_column = F.expr(wm)
-    if before_us is not None:  # a column, not a literal: the pass's code is the same each epoch
-        wm_column = F.greatest(wm_column, constant(spark, before_us))
-    frame = frame.select("*", wm_column.alias("_wm")).drop("_p_bound")
-    branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
-    missed: Sql | int = 0
-    if lateness is not None:
-        branches.append((WM.not_null() & lateness.late(TS, WM), LATE))
-        missed = Sql(f"CAST(coalesce({lateness.missed(TS, WM)}, 0) AS INT)")
-    kind = when(*branches, otherwise=ACCEPTED)
-    extra = when((Sql(f"_kind <= {LATE}"), missed), otherwise=0)
-    frame = frame.selectExpr("*", f"{kind} AS _kind", f"{extra} AS _extra")
-    tallied = class_tally(spark, tally, "_partition", "_major", "_line", "_kind", "_extra", "_pm")
-    frame = frame.withColumn("_class", tallied).drop("_pm", "_kind", "_extra")
-    frame = frame.selectExpr("*", f"{inp.epoch}L AS _epoch")
+    # every step as SQL text (one Py4J call each); the helper UDFs as SQL functions, dropped
+    # once the plan is analysed
+    with SqlFunctions(spark) as fns:
+        positions, tally = fns.ledger("PositionMax"), fns.ledger("ClassTally")
+        frame = select(derived, *kept, ts)
+        # the running maximum of the run; in EXACT mode only its ledger is used (the new
+        # maximum of each partition), and the tally below anchors it so Spark cannot drop it
+        steps = [f"{fns.position_max(positions)}(_partition, _major, _line, _ts_us) AS _pm"]
+        if carried:  # the carried maxima per partition, as _p_bound (see _per_partition)
+            steps.append(f"{fns.partition_value(carried)}(_partition) AS _p_bound")
+        frame = select(frame, "*", *steps)
+        if mode == SCAN:
+            prefix = f"greatest({_bound_sql(inp, used)}, _pm)"
+        else:
+            prefix = _exact_prefix(inp.carried, runs)
+        wm = f"{prefix} - {et.max_out_of_orderness_us}"
+        if before_us is not None:  # a function, not a literal: the same code each epoch
+            wm = f"greatest({wm}, {fns.constant(before_us, 'before')})"
+        frame = select(frame, *kept, "_ts_us", "_pm", f"{wm} AS _wm")
+        branches = [(Sql("_error IS NOT NULL"), DEAD), (Sql("NOT _keep"), FILTERED)]
+        missed: Sql | int = 0
+        if lateness is not None:
+            branches.append((WM.not_null() & lateness.late(TS, WM), LATE))
+            missed = Sql(f"CAST(coalesce({lateness.missed(TS, WM)}, 0) AS INT)")
+        kind = when(*branches, otherwise=ACCEPTED)
+        extra = when((Sql(f"_kind <= {LATE}"), missed), otherwise=0)
+        frame = select(frame, "*", f"{kind} AS _kind", f"{extra} AS _extra")
+        tallied = f"{fns.class_tally(tally)}(_partition, _major, _line, _kind, _extra, _pm)"
+        frame = select(
+            frame, *kept, "_ts_us", "_wm", f"{tallied} AS _class", f"{inp.epoch}L AS _epoch"
+        )
     types = dict(frame.dtypes)
     return Classification(
         frame, derived, types, mode, inp.carried, spec, inp.waiting, before_us, used,
@@ -306,7 +301,7 @@ def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     for name, expression in spec.select:
         frame = _evaluate(frame, spec, f"select.{name}", expression, name)
     if not spec.filter:
-        return frame.selectExpr("*", "true AS _keep")
+        return select(frame, "*", "true AS _keep")
     frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
     return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from sluice.contracts.operators import ACCEPTED, EpochFacts, EpochInput, StateUpdate
+from sluice.jvm.udfs import select
 from sluice.operators.base import quoted
 from sluice.operators.records import Classification, classify, dead_rows
 
@@ -67,12 +68,8 @@ class StatelessEpoch:
     def results(self) -> DataFrame:
         """The accepted records' output columns, plus ``_op`` and ``_epoch`` (which append
         sinks drop)."""
-        accepted = self.cls.frame.where(F.col("_class") == F.lit(ACCEPTED))
-        return accepted.select(
-            *[F.col(quoted(c)) for c in self.columns],
-            F.lit("upsert").alias("_op"),
-            F.col("_epoch"),
-        )
+        accepted = self.cls.frame.where(f"_class = {ACCEPTED}")
+        return select(accepted, *[quoted(c) for c in self.columns], "'upsert' AS _op", "_epoch")
 
     def state_update(self) -> StateUpdate | None:
         return None

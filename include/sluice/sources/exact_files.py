@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.jvm.context import context_cache
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -50,11 +52,17 @@ def read_exact(
     format's ``value``, or Parquet's inferred from the files)."""
     from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
-    jvm: Any = spark.sparkContext._jvm
     local = any(p.startswith("file:") or "://" not in p for p in paths)
     settings = {**(RAW_LOCAL_FILES if local else {}), **(options or {})}
+    joined = [*paths, *settings, *settings.values()]
+    if not paths or any("\x1f" in t or "\x1e" in t for t in joined):
+        raise ValueError(f"cannot read {list(paths)} with {settings}")
     session: Any = spark
-    java = jvm.io.sluice.spark.ExactFiles.read(
-        session._jsparkSession, fmt, list(paths), settings, schema
-    )
+    cache = context_cache(spark, "exact files")  # a lookup costs a Py4J call per name
+    read = cache.get("readJoined")
+    if read is None:
+        jvm: Any = spark.sparkContext._jvm
+        read = cache["readJoined"] = jvm.io.sluice.spark.ExactFiles.readJoined
+    pairs = "\x1f".join(f"{k}\x1e{v}" for k, v in settings.items())
+    java = read(session._jsparkSession, fmt, "\x1f".join(paths), pairs, schema)
     return ClassicFrame(java, spark)

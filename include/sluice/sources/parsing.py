@@ -34,6 +34,7 @@ from pyspark.sql import types as T
 
 from sluice.contracts.sources import SPARK_TYPES
 from sluice.jvm.context import context_cache
+from sluice.jvm.udfs import SqlFunctions, columns_array, select, select_columns
 from sluice.operators.sqltext import lit, quote
 from sluice.sources.exact_files import read_exact
 from sluice.storage.footers import ddl
@@ -107,9 +108,9 @@ def parse_json_lines(
     read come from a parse of their own, which Spark leaves out of any plan that does not
     select them (the epoch's pass; the late records' rows select them)."""
     plan = _json_plan(spark, schema, required, read)
-    lines = _text_lines(spark, index).withColumn("_j", plan.fast)
-    lines = lines.select(*plan.first).select(*plan.second).withColumn("_j", plan.text)
-    return lines.select(*plan.last)
+    lines = select_columns(_text_lines(spark, index), plan.fast)
+    lines = select_columns(select_columns(lines, plan.first), plan.second)
+    return select_columns(select_columns(lines, plan.text), plan.last)
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,12 @@ class _JsonPlan:
     schema alone: built once per Spark context and schema (about a thousand Py4J calls),
     not once per epoch."""
 
-    fast: Column  # _j: the typed parse
-    first: tuple[Column, ...]  # the fast values and whether the line parsed cleanly
-    second: tuple[Column, ...]  # ... and the fast errors
-    text: Column  # _j again: the text parse, only for lines not clean
-    last: tuple[Column, ...]  # the record columns
+    # each a select list kept as one Java array (sluice.jvm.udfs.select_columns)
+    fast: Any  # the lines and _j: the typed parse
+    first: Any  # the fast values and whether the line parsed cleanly
+    second: Any  # ... and the fast errors
+    text: Any  # _j again: the text parse, only for lines not clean
+    last: Any  # the record columns
 
 
 def _json_plan(
@@ -173,6 +175,8 @@ def _build_json_plan(
         clean_error.alias("_fast_error"),
         *[F.col(n) for n in names.values()],
     )
+    second_names = ("_file", "_major", "_line", "_raw", "_flags", "_clean", "_fast_error",
+                    *names.values())  # fmt: skip
     # the text way, only for the lines the fast parse did not accept
     text = F.when(~F.col("_clean"), _from_json(spark, F.col("_raw"), _text_schema(schema)))
     malformed = [
@@ -192,7 +196,11 @@ def _build_json_plan(
         F.when(is_clean, F.col("_fast_error")).otherwise(slow_error).alias("_error"),
         *[values[c].alias(c) for c, _ in whole],
     )
-    return _JsonPlan(_json_bytes(spark, F.col("_raw"), fast_schema), first, second, text, last)
+    line = [F.col(c) for c in ("_file", "_major", "_line", "_raw", "_flags")]
+    fast_parse = (*line, _json_bytes(spark, F.col("_raw"), fast_schema).alias("_j"))
+    text_parse = (*[F.col(c) for c in second_names], text.alias("_j"))
+    steps = (fast_parse, first, second, text_parse, last)
+    return _JsonPlan(*[columns_array(spark, c) for c in steps])
 
 
 def parse_json_frame(
@@ -319,7 +327,8 @@ def parse_parquet(
             checks.append(_wrong_type_sql(column, dict(schema)[column], text, typed))
     error = f"coalesce({', '.join(checks)})" if checks else "CAST(NULL AS STRING)"
     everything = f"to_json(struct({', '.join(quote(c) for c in frame.columns)}))"
-    rows = frame.selectExpr(
+    rows = select(
+        frame,
         "_metadata.file_path AS _path",
         "_metadata.row_index + 1 AS _line",
         f"CASE WHEN ({error}) IS NOT NULL THEN {everything} END AS _raw",
@@ -327,8 +336,8 @@ def parse_parquet(
         *[f"{typed} AS {quote(c)}" for c, (_, typed) in columns.items()],
     )
     rows = _with_file(rows, index)
-    return rows.selectExpr(
-        "'0' AS _partition", "_file", "_major", "_line", "_raw", "_error",
+    return select(
+        rows, "'0' AS _partition", "_file", "_major", "_line", "_raw", "_error",
         *[quote(c) for c, _ in schema],
     )  # fmt: skip
 
@@ -372,11 +381,8 @@ def _with_file(frame: DataFrame, index: Index) -> DataFrame:
     paths = ", ".join(f"{lit(f.reported)}, {f.major}" for f in index)
     keys = ", ".join(lit(f.key) for f in index)
     major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
-    return (
-        frame.selectExpr("*", f"{major} AS _major")
-        .selectExpr("*", f"element_at(array({keys}), _major + 1) AS _file")
-        .drop("_path")
-    )
+    with_major = select(frame, "*", f"{major} AS _major")
+    return select(with_major, "*", f"element_at(array({keys}), _major + 1) AS _file").drop("_path")
 
 
 def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
@@ -384,28 +390,27 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
     is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
     texts = read_exact(spark, "text", [f.read for f in index], _LINES)
-    path = F.col("_metadata.file_path")
-    info = _line_info(spark, _lines_before(spark, texts, index))
-    numbered = texts.select(
-        path.alias("_path"),
-        info(path, F.col("_metadata.file_block_start"), F.col("value").cast("binary")).alias("_li"),
-        "value",
-    )
+    path = "_metadata.file_path"
+    before = _lines_before(spark, texts, index)  # a Spark job when Spark splits a file
+    with SqlFunctions(spark) as fns:  # as SQL text: one Py4J call a step
+        info = fns.line_info(before)
+        li = f"{info}({path}, _metadata.file_block_start, CAST(value AS BINARY)) AS _li"
+        numbered = select(texts, f"{path} AS _path", li, "value")
     # a line of ASCII whitespace only is not a record (LineInfo tells, in its one pass)
-    numbered = numbered.filter(F.col("_li").bitwiseAND(_BLANK << _LINE_BITS) == 0)
+    numbered = numbered.where(f"(_li & {_BLANK << _LINE_BITS}) = 0")
     numbered = _with_file(numbered, index)
     # one trailing CR goes (CRLF files). Plain string functions, not regular expressions:
     # they run once per line.
-    text = F.col("value")
-    no_cr = F.when(text.endswith("\r"), F.expr("substr(value, 1, length(value) - 1)"))
-    invalid = F.col("_li").bitwiseAND(_INVALID_UTF8 << _LINE_BITS) != 0
-    raw = no_cr.otherwise(text)
-    return numbered.select(
+    no_cr = "substr(value, 1, length(value) - 1)"
+    raw = f"CASE WHEN endswith(value, char(13)) THEN {no_cr} ELSE value END"
+    invalid = f"(_li & {_INVALID_UTF8 << _LINE_BITS}) != 0"
+    return select(
+        numbered,
         "_file",
         "_major",
-        F.col("_li").bitwiseAND((1 << _LINE_BITS) - 1).alias("_line"),
-        F.shiftright("_li", _LINE_BITS).cast("int").alias("_flags"),
-        F.when(invalid, F.make_valid_utf8(raw)).otherwise(raw).alias("_raw"),
+        f"_li & {(1 << _LINE_BITS) - 1} AS _line",
+        f"CAST(shiftright(_li, {_LINE_BITS}) AS INT) AS _flags",
+        f"CASE WHEN {invalid} THEN make_valid_utf8({raw}) ELSE {raw} END AS _raw",
     )
 
 
@@ -446,23 +451,6 @@ def _column(java: Any) -> Column:
     from pyspark.sql.classic.column import Column as ClassicColumn
 
     return ClassicColumn(java)
-
-
-def _line_info(spark: SparkSession, before: dict[str, dict[int, int]]) -> Any:
-    """The helper jar's ``LineInfo`` (line numbers, blank and invalid UTF-8 flags) as a column
-    function ``(path, block start, bytes)``. Its text-after-the-JSON-value check is not used:
-    ``JsonBytes`` tells that while it parses."""
-    from pyspark.sql.classic.column import _to_seq
-
-    jvm: Any = spark.sparkContext._jvm
-    # stateful, so non-deterministic: evaluated once per row, in read order, where it stands
-    udf = jvm.io.sluice.spark.LineInfo.function(False, before)
-
-    def apply(*columns: Column) -> Column:
-        java = [_java(c) for c in columns]
-        return _column(udf.apply(_to_seq(spark.sparkContext, java)))
-
-    return apply
 
 
 def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[str, dict[int, int]]:

@@ -66,22 +66,22 @@ def _suffixes(agg: AggregateSpec) -> tuple[str, ...]:
     }[agg.func]
 
 
-def empty_partials(aggregates: Sequence[AggregateSpec]) -> dict[str, dict[str, Column]]:
+def empty_partials(aggregates: Sequence[AggregateSpec]) -> dict[str, dict[str, str]]:
     """Per aggregate, the partials of "no record yet" (an aggregate added by an upgrade
     starts from these in windows already open). Merges are SQL aggregates that skip nulls,
     so an untyped null is empty for sums, extremes, sketches and first/last; counts are 0
     and distinct sets empty, so a window with no record for the new aggregate finalises to
     0 (count, count_distinct) or null (the others), as for a window of its own."""
-    zeros: dict[str, dict[str, Column]] = {}
+    zeros: dict[str, dict[str, str]] = {}  # as SQL text
     for agg in aggregates:
-        columns: dict[str, Column] = {}
+        columns: dict[str, str] = {}
         for suffix in _suffixes(agg):
             if suffix == "n":
-                columns[_p(agg, suffix)] = F.lit(0).cast("bigint")
+                columns[_p(agg, suffix)] = "CAST(0 AS BIGINT)"
             elif suffix == "d":
-                columns[_p(agg, suffix)] = F.array()
+                columns[_p(agg, suffix)] = "array()"
             else:
-                columns[_p(agg, suffix)] = F.lit(None)
+                columns[_p(agg, suffix)] = "NULL"
         zeros[agg.name] = columns
     return zeros
 

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from sluice.contracts.operators import POSITION
+from sluice.jvm.udfs import select
 from sluice.operators.base import quoted
 from sluice.operators.records import with_records
 from sluice.windows.aggregates import empty_partials, finalize_sql
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from sluice.spec.model import PipelineSpec
     from sluice.windows.strategy import WindowKind
@@ -34,14 +35,15 @@ def align_window_state(
     """A stored state in the kind's state column order under the spec now: columns of removed
     aggregates are left out; an aggregate that is new, or in ``reset_aggregates``, starts
     empty (sluice.protocol.upgrade)."""
-    empty: dict[str, Column] = {}
+    empty: dict[str, str] = {}
     zeros = empty_partials(kind.aggregates)
+    stored = set(frame.columns)
     for agg in kind.aggregates:
         for column, zero in zeros[agg.name].items():
-            if agg.name in reset_aggregates or column not in frame.columns:
+            if agg.name in reset_aggregates or column not in stored:
                 empty[column] = zero
-    return frame.select(*[
-        empty[c].alias(c) if c in empty else F.col(quoted(c)) for c in kind.state_columns()
+    return select(frame, *[
+        f"{empty[c]} AS {quoted(c)}" if c in empty else quoted(c) for c in kind.state_columns()
     ])  # fmt: skip
 
 
@@ -56,8 +58,8 @@ def result_rows(
     and ``_epoch`` (dropped by append sinks); on_update ``deletes`` (keys, ``_ws``, ``_we``)
     become ``delete`` rows."""
     keys = [quoted(k) for k in kind.keys]
-    rows = windows.selectExpr(
-        *keys, *kind.window_sql(), *finalize_sql(kind.aggregates, types),
+    rows = select(
+        windows, *keys, *kind.window_sql(), *finalize_sql(kind.aggregates, types),
         "'upsert' AS _op", f"{epoch}L AS _epoch",
     )  # fmt: skip
     if deletes is None:

@@ -24,6 +24,8 @@ sessions with ``max_duration``) keep a full snapshot each epoch
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +33,7 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
-from sluice.jvm.udfs import Ledger, constant, counted, counting
+from sluice.jvm.udfs import Ledger, SqlFunctions, aggregate, counted, counting, select
 from sluice.operators.base import quoted
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import align_window_state, late_rows, operator_columns, result_rows
@@ -40,7 +42,7 @@ from sluice.windows.kinds import kind_of
 from sluice.windows.snapshot import snapshot_epoch
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
     from sluice.contracts.records import StatePart
     from sluice.spec.model import PipelineSpec
@@ -114,8 +116,12 @@ class WindowOperator:
         return operator_columns(self.spec)
 
 
+# the roles of IncrementalEpoch._params' SQL functions (sluice_after(), sluice_horizon())
+_AFTER, _HORIZON = "after", "horizon"
+
+
 def _flagged(frame: DataFrame, new: bool) -> DataFrame:
-    return frame.selectExpr("*", f"{str(new).lower()} AS _new", f"{str(not new).lower()} AS _old")
+    return select(frame, "*", f"{str(new).lower()} AS _new", f"{str(not new).lower()} AS _old")
 
 
 @dataclass
@@ -133,7 +139,6 @@ class IncrementalEpoch:
     _tally: Ledger | None = None
     _merged_cache: DataFrame | None = None
     _fates: Ledger | None = None
-    _param_columns: dict[str, Column] | None = None
     indexes: WindowIndexes | None = None  # a process that ran this pipeline before: its own
     _probe: Probe | None = None
     _delta: StatePart | None = None
@@ -149,9 +154,10 @@ class IncrementalEpoch:
     ) -> IncrementalEpoch:
         """Run the pass: P cached, its rows per window end collected, the ledgers read."""
         partials = kind.epoch_partials(classified.frame, classified.types)
-        partials = partials.selectExpr(*[quoted(c) for c in kind.state_columns()])
+        partials = select(partials, *[quoted(c) for c in kind.state_columns()])
         partials = partials.persist(StorageLevel.MEMORY_AND_DISK)
-        ends = {int(r[0]): int(r[1]) for r in partials.groupBy("_we").count().collect()}
+        counts = aggregate(partials, ["_we"], ["count(1)"]).collect()
+        ends = {int(r[0]): int(r[1]) for r in counts}
         epoch = cls(kind, inp, classified, partials, ends, classified.facts(), [partials])
         epoch.indexes = indexes
         epoch._prepare()
@@ -175,42 +181,43 @@ class IncrementalEpoch:
         return self.after is not None and end + self.lateness_us <= self.after
 
     def _closing(self, we: str = "_we", *, scan: bool = False) -> str:
-        """Windows that close at the watermark after the epoch. The watermark is the column
-        ``_p_after`` (:meth:`_where`, :meth:`_with_params`), or with ``scan`` a literal: a
-        filter on a state scan, which Spark pushes into the Parquet reader."""
+        """Windows that close at the watermark after the epoch. The watermark is a function
+        call (for a plan built under :meth:`_params`), or with ``scan`` a literal: a filter
+        on a state scan, which Spark pushes into the Parquet reader."""
         if self.after is None:
             return "false"
-        return f"({we} + {self.lateness_us} <= {f'{self.after}L' if scan else '_p_after'})"
+        bound = f"{self.after}L" if scan else f"sluice_{_AFTER}()"
+        return f"({we} + {self.lateness_us} <= {bound})"
 
     def _gone(self, we: str = "_we", *, scan: bool = False) -> str:
-        """Windows the state's horizon says were emitted before this epoch (``_p_horizon``,
-        or with ``scan`` a literal, as :meth:`_closing`)."""
+        """Windows the state's horizon says were emitted before this epoch (the horizon as
+        a function call, or with ``scan`` a literal, as :meth:`_closing`)."""
         horizon = self.inp.state.horizon_us
         if horizon is None:
             return "false"
-        return f"({we} + {self.lateness_us} <= {f'{horizon}L' if scan else '_p_horizon'})"
+        bound = f"{horizon}L" if scan else f"sluice_{_HORIZON}()"
+        return f"({we} + {self.lateness_us} <= {bound})"
 
-    def _params(self) -> dict[str, Column]:
-        """The watermark and the horizon as columns whose generated code is the same every
-        epoch (:func:`sluice.jvm.udfs.constant`): with literals, every epoch's stages would
-        be compiled anew and run cold."""
-        if self._param_columns is None:
-            spark, horizon = self.inp.spark, self.inp.state.horizon_us
-            values = {"_p_after": self.after, "_p_horizon": horizon}
-            self._param_columns = {
-                name: constant(spark, v) for name, v in values.items() if v is not None
-            }
-        return self._param_columns
-
-    def _with_params(self, frame: DataFrame, build: Any) -> DataFrame:
-        """``build(frame)`` where ``frame`` has the :meth:`_params` columns (dropped after)."""
-        params = self._params()
-        if not params:
-            return build(frame)
-        return build(frame.withColumns(params)).drop(*params)
+    @contextmanager
+    def _params(self) -> Iterator[None]:
+        """Plans built in this block may call the watermark after the epoch and the state's
+        horizon as SQL functions (:meth:`sluice.jvm.udfs.SqlFunctions.constant`: generated
+        code that is the same every epoch; with literals, every epoch's stages would be
+        compiled anew and run cold)."""
+        horizon = self.inp.state.horizon_us
+        with SqlFunctions(self.inp.spark) as fns:
+            if self.after is not None:
+                fns.constant(self.after, _AFTER)
+            if horizon is not None:
+                fns.constant(horizon, _HORIZON)
+            yield
 
     def _where(self, frame: DataFrame, condition: str) -> DataFrame:
-        return self._with_params(frame, lambda f: f.where(condition))
+        with self._params():
+            return frame.where(condition)
+
+    def _state_sql(self) -> list[str]:
+        return [quoted(c) for c in self.kind.state_columns()]
 
     @property
     def compact(self) -> bool:
@@ -246,7 +253,7 @@ class IncrementalEpoch:
     def state_update(self) -> StateUpdate | None:
         if self.compact:
             merged = self._merged()
-            base = merged.where(f"_fate = {OPEN}").select(*self.kind.state_columns())
+            base = select(merged.where(f"_fate = {OPEN}"), *self._state_sql())
             return StateUpdate("base", base, None)
         merging = self.kind.merges_across_epochs  # every fragment stays until merged
         if merging:
@@ -281,7 +288,7 @@ class IncrementalEpoch:
             return result_rows(kind, mine, types, self.inp.epoch), rows
         merged = self.kind.merge(mine.unionByName(theirs), types)
         frame, ledger = counting(
-            self.inp.spark, merged, "results", F.expr("CASE WHEN _old THEN 1 ELSE 0 END")
+            self.inp.spark, merged, "results", "CASE WHEN _old THEN 1 ELSE 0 END"
         )
         self._tally = ledger
         return result_rows(kind, frame, types, self.inp.epoch), None
@@ -312,8 +319,9 @@ class IncrementalEpoch:
             f"CASE WHEN {self._gone()} AND NOT _new THEN {GONE} "
             f"WHEN {self._closing()} THEN {CLOSING} ELSE {OPEN} END"
         )
-        merged = self._with_params(merged, lambda f: f.selectExpr("*", f"{fate} AS _fate"))
-        merged, ledger = counting(self.inp.spark, merged, "windows", F.expr("_fate"))
+        with self._params():
+            merged = select(merged, "*", f"{fate} AS _fate")
+        merged, ledger = counting(self.inp.spark, merged, "windows", "_fate")
         self._fates = ledger
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(merged)
@@ -324,7 +332,7 @@ class IncrementalEpoch:
         """The state's fragments as the windows last emitted (on_update deletes name them)."""
         merged = self.kind.merge(fragments, self.cls.types)
         merged = self._where(merged, f"NOT {self._gone()}")
-        return merged.select(*self.kind.state_columns(), "_new", "_old")
+        return select(merged, *self._state_sql(), "_new", "_old")
 
     def _merged_results(self) -> tuple[DataFrame, Ledger | None]:
         kind, types, epoch = self.kind, self.cls.types, self.inp.epoch

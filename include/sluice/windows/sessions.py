@@ -12,9 +12,16 @@ from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
 
 from sluice.contracts.operators import ACCEPTED
+from sluice.jvm.udfs import aggregate, select
 from sluice.operators.base import null_safe_join, quoted
 from sluice.spec.components.windows import SessionWindow
-from sluice.windows.aggregates import merge_columns, partial_columns, partial_names
+from sluice.windows.aggregates import (
+    merge_columns,
+    merge_sql,
+    partial_columns,
+    partial_names,
+    partial_sql,
+)
 from sluice.windows.snapshot import fate
 from sluice.windows.strategy import N, Pipeline, WindowKind, gap_groups
 
@@ -48,33 +55,35 @@ class Session(WindowKind[SessionWindow]):
 
     def _records(self, classified: DataFrame) -> DataFrame:
         accepted = classified.where(f"_class = {ACCEPTED}")
-        return accepted.selectExpr("*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
+        return select(accepted, "*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
 
     def epoch_partials(self, classified: DataFrame, types: dict[str, str]) -> DataFrame:
         """The epoch's sessions (fragments of the final ones): the accepted records of each
         key merged by gap, one row each."""
         grouped = gap_groups(self._records(classified), self.keys)
-        return grouped.groupBy(*[quoted(k) for k in self.keys], "_gid").agg(
-            F.expr("min(_ws) AS _ws"), F.expr("max(_we) AS _we"),
-            *partial_columns(self.aggregates, types),
-        ).drop("_gid")  # fmt: skip
+        keys = [quoted(k) for k in self.keys]
+        partials = aggregate(
+            grouped, [*keys, "_gid"],
+            ["min(_ws) AS _ws", "max(_we) AS _we", *partial_sql(self.aggregates, types)],
+        )  # fmt: skip
+        return select(partials, *keys, "_ws", "_we", *self._partials())
 
     def missed_windows(self, classified: DataFrame) -> DataFrame:
         late = classified.where("_class = 1")
-        return late.selectExpr("*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
+        return select(late, "*", "_ts_us AS _ws", f"_ts_us + {self.gap} AS _we")
 
     def merge(self, rows: DataFrame, types: dict[str, str]) -> DataFrame:
         """Every session of a key that overlaps or touches another merges into one."""
-        return (
-            gap_groups(rows, self.keys)
-            .groupBy(*[quoted(k) for k in self.keys], "_gid")
-            .agg(
-                F.expr("min(_ws) AS _ws"), F.expr("max(_we) AS _we"),
-                *merge_columns(self.aggregates, types),
-                F.expr("max(_new) AS _new"), F.expr("max(_old) AS _old"),
-            )
-            .drop("_gid")
+        keys = [quoted(k) for k in self.keys]
+        merged = aggregate(
+            gap_groups(rows, self.keys), [*keys, "_gid"],
+            ["min(_ws) AS _ws", "max(_we) AS _we", *merge_sql(self.aggregates, types),
+             "max(_new) AS _new", "max(_old) AS _old"],
         )  # fmt: skip
+        return select(merged, *keys, "_ws", "_we", *self._partials(), "_new", "_old")
+
+    def _partials(self) -> list[str]:
+        return [quoted(c) for c in partial_names(self.aggregates)]
 
 
 def _floor_div(value: Column, step: int) -> Column:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sluice.contracts.operators import ACCEPTED
+from sluice.jvm.udfs import aggregate, select
 from sluice.operators.base import quoted
 from sluice.operators.sqltext import Sql, call, col, when
 from sluice.spec.components.windows import HoppingWindow, TumblingWindow
-from sluice.windows.aggregates import partial_columns
+from sluice.windows.aggregates import partial_sql
 from sluice.windows.strategy import TS, WM, N, Pipeline, WindowKind, fmod
 
 if TYPE_CHECKING:
@@ -62,22 +63,22 @@ class Sliding(WindowKind[TumblingWindow | HoppingWindow]):
     def _starts(self, classified: DataFrame, missed: bool) -> DataFrame:
         """Each record with ``_ws`` for every window it missed (``missed``) or entered."""
         if self.tumbling:
-            frame = classified.selectExpr("*", self.last_start(TS).alias("_ws"))
+            frame = select(classified, "*", self.last_start(TS).alias("_ws"))
         else:
             starts = call("sequence", self.first_start(TS), self.last_start(TS), self.slide)
-            frame = classified.selectExpr("*", f"explode({starts}) AS _ws")
+            frame = select(classified, "*", f"explode({starts}) AS _ws")
         closed = WM.not_null() & (col("_ws") + (self.size + self.lateness_us) <= WM)
         return frame.where(str(closed if missed else ~closed))
 
     def epoch_partials(self, classified: DataFrame, types: dict[str, str]) -> DataFrame:
         accepted = classified.where(f"_class = {ACCEPTED}")
         windows = self._starts(accepted, missed=False)
-        partials = windows.groupBy(*[quoted(k) for k in self.keys], "_ws").agg(
-            *partial_columns(self.aggregates, types)
+        partials = aggregate(
+            windows, [*[quoted(k) for k in self.keys], "_ws"], partial_sql(self.aggregates, types)
         )
-        return partials.selectExpr("*", f"_ws + {self.size} AS _we")
+        return select(partials, "*", f"_ws + {self.size} AS _we")
 
     def missed_windows(self, classified: DataFrame) -> DataFrame:
         exposed = classified.where("_class <= 1 AND _wm IS NOT NULL")
         rows = self._starts(exposed, missed=True)
-        return rows.selectExpr("*", f"_ws + {self.size} AS _we")
+        return select(rows, "*", f"_ws + {self.size} AS _we")

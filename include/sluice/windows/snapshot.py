@@ -75,7 +75,7 @@ class SnapshotEpoch:
     ) -> SnapshotEpoch:
         cached: list[DataFrame] = []
         merged, next_state, deletes = kind.snapshot(classified, inp.state.frame(), cached)
-        merged, ledger = counting(inp.spark, merged, "windows", F.col("_fate"))
+        merged, ledger = counting(inp.spark, merged, "windows", "_fate")
         merged = merged.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(merged)
         if deletes is not None:

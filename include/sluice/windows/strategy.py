@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from pyspark.sql import functions as F
 
+from sluice.jvm.udfs import aggregate, select
 from sluice.operators.base import quoted
 from sluice.operators.sqltext import Sql, call, col, when
 from sluice.spec.components.base import WindowConfig
-from sluice.windows.aggregates import merge_columns, partial_names
+from sluice.windows.aggregates import merge_sql, partial_names
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -51,7 +52,8 @@ def gap_groups(frame: DataFrame, keys: list[str]) -> DataFrame:
     before = f"max(_we) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
     starts = f"CASE WHEN {before} IS NULL OR _ws > {before} THEN 1 ELSE 0 END AS _starts"
     running = f"sum(_starts) OVER ({order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-    return frame.selectExpr("*", starts).selectExpr("*", f"{running} AS _gid").drop("_starts")
+    columns = [quoted(c) for c in frame.columns]
+    return select(select(frame, "*", starts), *columns, f"{running} AS _gid")
 
 
 @dataclass(frozen=True)
@@ -162,10 +164,10 @@ class WindowKind(Generic[W]):
     def merge(self, rows: DataFrame, types: dict[str, str]) -> DataFrame:
         """Rows of the state and the epoch folded per window (``_new``: the epoch touched it;
         ``_old``: the state had it)."""
-        return rows.groupBy(*[quoted(k) for k in self.window_keys()]).agg(
-            *merge_columns(self.aggregates, types),
-            F.expr("max(_new) AS _new"),
-            F.expr("max(_old) AS _old"),
+        return aggregate(
+            rows,
+            [quoted(k) for k in self.window_keys()],
+            [*merge_sql(self.aggregates, types), "max(_new) AS _new", "max(_old) AS _old"],
         )
 
     def snapshot(

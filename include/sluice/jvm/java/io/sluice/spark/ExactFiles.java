@@ -79,6 +79,25 @@ public final class ExactFiles {
     return spark.baseRelationToDataFrame(relation);
   }
 
+  /**
+   * {@link #read} with the paths and the options each in one string (one Py4J call: a Python
+   * list or dict crosses element by element): paths separated by {@code \u001f}, options as
+   * {@code key \u001e value} pairs separated by {@code \u001f}.
+   */
+  public static Dataset<Row> readJoined(
+      SparkSession spark, String format, String paths, String options, String schemaDdl)
+      throws IOException {
+    List<String> list = java.util.Arrays.asList(paths.split("\u001f", -1));
+    Map<String, String> settings = new HashMap<>();
+    if (!options.isEmpty()) {
+      for (String pair : options.split("\u001f", -1)) {
+        String[] kv = pair.split("\u001e", 2);
+        settings.put(kv[0], kv[1]);
+      }
+    }
+    return read(spark, format, list, settings, schemaDdl);
+  }
+
   private static FileFormat fileFormat(String format) {
     switch (format) {
       case "text":
