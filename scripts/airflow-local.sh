@@ -113,6 +113,9 @@ if [[ -z ${AIRFLOW_CONN_SLUICE_ICEBERG:-}${SLUICE_CONN_SLUICE_ICEBERG:-} && $SLU
   export AIRFLOW_CONN_SLUICE_ICEBERG="sqlite:///$SLUICE_DATA_ROOT/clicks_to_iceberg/catalog.db"
 fi
 export PATH=$BIN:$PATH
+# This checkout's package first: the venv's editable install may point at another checkout
+# (a git worktree sharing the venv), and every process here imports `sluice`.
+export PYTHONPATH=$ROOT/include${PYTHONPATH:+:$PYTHONPATH}
 T0=$SECONDS
 
 start() {  # start <name> <command...>: in its own session, pid in $HOME_DIR/<name>.pid
