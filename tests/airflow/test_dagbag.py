@@ -10,6 +10,7 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 from sluice.airflow import dag_id, pool_name
 from sluice.airflow.factory import broken_specs
+from sluice.airflow.triggers import LOOK_S
 from sluice.spec import load_spec
 
 from tests.fixtures.airflow import REPO
@@ -45,7 +46,9 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     assert watched.name == f"sluice__{spec.name}__input"
     [watcher] = watched.watchers
     assert type(watcher.trigger).__name__ == "NewInputTrigger"
-    assert watcher.trigger.poll_seconds == interval.total_seconds()
+    assert watcher.trigger.poll_seconds == interval.total_seconds()  # the upper bound
+    # it looks every few seconds, never less often than the interval
+    assert watcher.trigger.look_seconds == min(LOOK_S, interval.total_seconds())
     assert watcher.trigger.spec_path == str(spec_path.resolve())
     assert watcher.trigger.dag_id == dag.dag_id
     assert dag.dagrun_timeout == timedelta(microseconds=spec.checkpoint.timeout_us)
@@ -183,3 +186,19 @@ def test_an_unknown_execution_mode_is_an_import_error(
     bag = DagBag(dag_folder=str(REPO / "dags"))
     [(_, message)] = bag.import_errors.items()
     assert "SLUICE_EXECUTION='lukewarm'" in message and "'cold', 'warm'" in message
+
+
+def test_the_input_watchers_look_as_often_as_the_deployment_says(
+    pipelines_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _specs_with_execution(pipelines_dir)
+    monkeypatch.setenv("SLUICE_INPUT_LOOK_SECONDS", "7.5")
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    for dag in bag.dags.values():
+        [watched] = dag.timetable.asset_condition.objects
+        assert watched.watchers[0].trigger.look_seconds == 7.5
+    monkeypatch.setenv("SLUICE_INPUT_LOOK_SECONDS", "soon")
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    [(_, message)] = bag.import_errors.items()
+    assert "SLUICE_INPUT_LOOK_SECONDS='soon'" in message

@@ -10,8 +10,10 @@ source listing and DagRun count each take 0.5 s. No tick may come more than 0.25
 part of the engine or the DAG factory (they cost the loop 0.3-0.5 s).
 
 Along the way the trigger must still fire exactly when a run would have work: not while the
-input folder is empty, not while a run is active (and then it does not list the source), once
-when the run ends and two files wait, and not again before the run it asked for exists.
+input folder is empty (its looks then list the source only: the checkpoint store is read
+again once a run was created), not while a run is active (and then it does not list the
+source), once when the run ends and two files wait, and not again before the run it asked for
+exists.
 """
 
 from __future__ import annotations
@@ -96,15 +98,19 @@ async def main():
     rt = await asyncio.to_thread(slow_runtime)
     measuring = True
     await asyncio.sleep(0.1)
-    trigger = cls(spec_path, "sluice__watched", 0.2)
+    trigger = cls(spec_path, "sluice__watched", 60.0, 0.2)  # interval 60 s, a look per 0.2 s
     trigger._runtime = lambda: rt
     trigger._count_runs = count_runs
     events = trigger.run()
     fired = asyncio.ensure_future(events.__anext__())
 
-    looked = calls["pending"]  # empty input, no run: it looks, twice, and fires nothing
-    await until(lambda: calls["pending"] >= looked + 2)
+    looked = calls["pending"]  # empty input, no run: it looks, thrice, and fires nothing
+    await until(lambda: calls["pending"] >= looked + 1)
+    read = calls["list"]  # the first look read the checkpoint store; the next ones list the
+    await until(lambda: calls["pending"] >= looked + 3)  # source only (no run came meanwhile)
     report["idle_fired"] = fired.done()
+    report["idle_store_reads"] = calls["list"] - read
+    read = calls["list"]
 
     runs["active"] = runs["total"] = 1  # a run is active (the trigger sees it), then two
     counted = calls["count"]            # files arrive
@@ -119,6 +125,7 @@ async def main():
     runs["active"] = 0  # the run ends: the trigger looks and fires once
     event = await asyncio.wait_for(fired, 60)
     report["reason"] = event.payload["reason"]
+    report["store_read_after_the_run"] = calls["list"] > read
     again = asyncio.ensure_future(events.__anext__())
     counted = calls["count"]  # it waits for the run it asked for, counting runs
     await until(lambda: again.done() or calls["count"] >= counted + 3)
@@ -158,9 +165,10 @@ def test_the_input_watcher_never_blocks_the_loop_and_fires_when_input_waits(
     report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
 
     assert report["heavy"] == [], "loading the trigger class imported these on the loop"
-    assert report["idle_fired"] is False
+    assert report["idle_fired"] is False and report["idle_store_reads"] == 0
     assert report["busy_fired"] is False and report["busy_looked"] == 0
     assert report["reason"] == f"2 new input units at {ws.uri('in')}"
+    assert report["store_read_after_the_run"] is True  # a run was created: its commit counts
     assert report["fired_before_the_run"] is False and report["fired_while_it_runs"] is False
     assert report["ticks"] > 100  # the loop ran all along
     assert report["worst_late_s"] < MAX_LATE_S, report

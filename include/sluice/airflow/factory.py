@@ -2,8 +2,10 @@
 
 * data-aware runs: the DAG is scheduled on its input asset ``sluice__<name>__input``, whose
   watcher (:class:`~sluice.airflow.triggers.NewInputTrigger`, on the triggerer) looks every
-  ``checkpoint.interval`` and asks for a run only when there is work (no new input: no run),
-  or by time once a day (:data:`SAFETY_NET`, the date grid of backfills);
+  few seconds (``$SLUICE_INPUT_LOOK_SECONDS``, default 2; never more than the
+  ``checkpoint.interval``, the upper bound on latency) and asks for a run only when there is
+  work (no new input: no run), or by time once a day (:data:`SAFETY_NET`, the date grid of
+  backfills);
   ``dagrun_timeout`` = ``checkpoint.timeout``;
 * ``max_active_runs=1`` and every task in the one-slot pool ``sluice__<name>`` (created by
   ``python -m sluice.airflow.provision``), so scheduled, manual and backfill runs never overlap;
@@ -43,13 +45,14 @@ from sluice.airflow.locations import check_apart
 from sluice.airflow.operators import SluiceProcessOperator, SluiceServedProcessOperator
 from sluice.airflow.params import airflow_params
 from sluice.airflow.tasks import PLAN_RETRY_POLICY, asset_extra, commit_task, plan_task
-from sluice.airflow.triggers import NewInputTrigger
+from sluice.airflow.triggers import LOOK_S, NewInputTrigger
 from sluice.exceptions import SluiceError
 from sluice.spec import PipelineSpec, SinkSpec, format_duration, load_spec
 from sluice.spec.model import EXECUTION_MODES
 
 __all__ = [
     "EXECUTION_ENV",
+    "LOOK_ENV",
     "PIPELINES_DIR_ENV",
     "SERVE_CONN_ENV",
     "SPARK_CONN_ENV",
@@ -61,6 +64,7 @@ __all__ = [
     "dag_id",
     "execution_mode",
     "input_asset",
+    "look_seconds",
     "paused_upon_creation",
     "pool_name",
     "schedule",
@@ -75,6 +79,7 @@ DEFAULT_SPARK_CONN = "sluice_spark"
 EXECUTION_ENV = "SLUICE_EXECUTION"
 SERVE_CONN_ENV = "SLUICE_SERVE_CONN_ID"
 UNPAUSED_ENV = "SLUICE_UNPAUSED"
+LOOK_ENV = "SLUICE_INPUT_LOOK_SECONDS"
 # Runs are never back-filled from dates: offsets, not intervals, decide what an epoch reads.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 # The time part of the schedule, beside the input watcher: one run a day (or per interval, if
@@ -139,13 +144,34 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
 def input_asset(spec: PipelineSpec, spec_file: str) -> Asset:
     """The pipeline's input, watched on the triggerer: an event means a run has work."""
     interval = spec.checkpoint.interval_us / 1e6
-    trigger = NewInputTrigger(spec_path=spec_file, dag_id=dag_id(spec.name), poll_seconds=interval)
+    trigger = NewInputTrigger(
+        spec_path=spec_file,
+        dag_id=dag_id(spec.name),
+        poll_seconds=interval,
+        look_seconds=look_seconds(),
+    )
     return Asset(
         name=f"sluice__{spec.name}__input",
         uri=f"sluice-input://{spec.name}",
         group="sluice",
         watchers=[AssetWatcher(name=f"sluice__{spec.name}__new_input", trigger=trigger)],
     )
+
+
+def look_seconds() -> float:
+    """How often input watchers look for new input: ``$SLUICE_INPUT_LOOK_SECONDS`` (a number
+    > 0), else :data:`~sluice.airflow.triggers.LOOK_S`; each watcher caps it at its
+    pipeline's checkpoint interval."""
+    text = os.environ.get(LOOK_ENV)
+    if not text:
+        return LOOK_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{LOOK_ENV}={text!r} is not a number of seconds > 0 (docs/airflow.md)")
+    return value
 
 
 def schedule(spec: PipelineSpec, spec_file: str) -> AssetOrTimeSchedule:
@@ -247,6 +273,7 @@ def build_dags(pipelines_dir: str | Path, *, job_path: str | Path) -> dict[str, 
     every DAG depends on (``$SLUICE_EXECUTION``) fails the whole DAG file.
     """
     _check_execution_env()
+    look_seconds()  # a deployment setting too: a bad value fails the DAG file
     good, broken = check_specs(pipelines_dir)
     dags: dict[str, DAG] = {}
     for spec, spec_file in good:  # each spec file read once
