@@ -15,8 +15,9 @@ turns the event into an asset-triggered run. So:
   also catches a ``sluice run`` made outside Airflow;
 * only input no run has PLANNED yet counts: while any run of the DAG is queued or running the
   trigger does not fire (that run plans or commits the next epoch) and lists nothing; it counts
-  the DAG's runs every ``look_seconds`` and, the moment the run ends, reads the store and the
-  source, so a backlog is caught up epoch after epoch without waiting between them;
+  the DAG's runs every ``look_seconds`` (at most :data:`BUSY_POLL_S`) and, the moment the run
+  ends, reads the store and the source, so a backlog is caught up epoch after epoch without
+  waiting between them;
 * after firing it waits until the run it asked for exists (:data:`RUN_APPEARS_S`), so one
   arrival makes one run;
 * a plan whose run ended without committing (it failed) is work too: the next run replays it.
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from sluice.protocol import Runtime
 
 __all__ = [
+    "BUSY_POLL_S",
     "LOOK_S",
     "RUN_APPEARS_S",
     "NewInputTrigger",
@@ -54,9 +56,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# How often the trigger looks (the source's listing, or one DagRun count while a run is in
-# flight) unless the DAG says otherwise; never more than the checkpoint interval.
+# How often the trigger looks for new input (the source's listing) unless the DAG says
+# otherwise; never more than the checkpoint interval.
 LOOK_S = 2.0
+# How often, at most, a busy pipeline (a run queued or running) is looked at: one DagRun count
+# through the API server, no listing; so a backlog is caught up run after run whatever the look.
+BUSY_POLL_S = 5.0
 # How long, after firing, the trigger waits for the scheduler to create the run.
 RUN_APPEARS_S = 120.0
 _ACTIVE = ["queued", "running"]
@@ -147,9 +152,10 @@ class NewInputTrigger(BaseEventTrigger):
                 log.exception("%s: could not count the DAG's runs", self.dag_id)
                 await asyncio.sleep(self.poll_seconds)
                 continue
-            reason = None
-            if not busy:
-                reason, known = await asyncio.to_thread(self._look, known, runs)
+            if busy:
+                await asyncio.sleep(min(BUSY_POLL_S, self.look_seconds))
+                continue
+            reason, known = await asyncio.to_thread(self._look, known, runs)
             if reason is None:
                 await asyncio.sleep(self.look_seconds)
                 continue
@@ -201,4 +207,4 @@ class NewInputTrigger(BaseEventTrigger):
                     return
             except Exception:
                 log.exception("%s: could not count the DAG's runs", self.dag_id)
-            await asyncio.sleep(self.look_seconds)
+            await asyncio.sleep(min(BUSY_POLL_S, self.look_seconds))
