@@ -72,6 +72,12 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=True
 export SLUICE_UNPAUSED=${SLUICE_UNPAUSED-clicks_per_minute}
 # LocalExecutor forks this many workers at start; 32 (the default) is far more than 2 cores use.
 export AIRFLOW__CORE__PARALLELISM=${AIRFLOW__CORE__PARALLELISM:-8}
+# An epoch is three tasks, and Airflow 3 starts a task's successor only on the scheduler's next
+# loop (no "mini scheduler"): after a loop with nothing to do the scheduler sleeps this long
+# (default 1 s), so each hand-off (run created -> plan, plan -> process, process -> commit)
+# waited up to that. 0.2 s: hand-offs 2.8 s instead of 3.6 s per epoch (p50), for 3.5 instead
+# of 1.1 CPU seconds a minute of an idle scheduler (bench/results/latency.md).
+export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME=${AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME:-0.2}
 # A task's calls to the execution API time out after 5 s by default (httpx's default), 5 tries:
 # on a busy 2-core machine (a parse, a Spark JVM starting) the API server can take longer, and a
 # task whose `run` call never got through is failed by the scheduler ("finished with state
@@ -184,7 +190,7 @@ echo "up in $((SECONDS - T0)) s"
 cat <<MSG
 
   Airflow UI:  $URL   (login: admin / $PASSWORD)
-  DAG:         $URL/dags/$DEMO_DAG  (unpaused: a run when new input arrives, looked for every minute; Trigger for a form)
+  DAG:         $URL/dags/$DEMO_DAG  (unpaused: a run when new input arrives, looked for every ${SLUICE_INPUT_LOOK_SECONDS:-2} s; Trigger for a form)
   paused:      every other shipped DAG (unpause in the UI; SLUICE_UNPAUSED=${SLUICE_UNPAUSED:-} on a fresh .airflow/)
   checkpoints: $URL/dags/$DEMO_DAG/plugin/sluice_checkpoints  (all: Browse > Sluice pipelines)
   data:        $SLUICE_DATA_ROOT/<folder of each spec>  (the demo: $SLUICE_DATA_ROOT/demo)
