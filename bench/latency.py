@@ -22,18 +22,24 @@ For each file (all times on this machine's clock):
 * **total**: landing (the rename) to the epoch's sinks committed (``sinks-committed.json``'s
   ``committed_at``: the output is visible);
 * **detect**: landing to the input watcher's event (its payload's ``at``);
-* **plan / process / commit**: each step's own work as the engine records it (the plan's
-  ``plan_seconds``, the attempt's ``process_seconds``, the commit's ``commit_seconds``: what
-  the monitor's duration chart shows);
+* **plan / process / commit**: each step's own work: the plan's ``plan_seconds`` and the
+  commit's ``commit_seconds`` as the engine records them, and for ``process`` the request on
+  ``sluice serve`` from its start to its end (opening the pipeline, recovery, the attempt's
+  records and its Spark work); ``spark`` is the part the engine records as the attempt's
+  ``process_seconds``, what the monitor's duration chart shows (cold: process = spark);
 * **hand-offs**: the rest, ``total - detect - plan - process - commit``: Airflow between the
   event and the run, the scheduler's pick-up of each task, each task's process start (fork,
   DAG file parse, imports) and its report, and the warm request's round trip. Split further
   into ``to_run`` (event to the run's ``queued_at``), ``to_plan`` (run queued to the plan
   task's start), the gaps ``plan>process`` and ``process>commit`` (one task's end to the
   next one's start), and ``in_tasks`` (each task's duration minus its own work, up to the
-  commit point).
+  commit point: the task process's start, the DAG file's parse, its report; for ``process``
+  the request's round trip and its long poll).
 
 Prints a row per file and a table of p50 / p95 (nearest rank); ``--json PATH`` writes the rows.
+Then, with no input arriving, what each service costs idle: CPU seconds per minute of each
+process tree (the scheduler's loop, the triggerer's looks, the API server answering them),
+over ``--idle`` seconds.
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ POLL_S = 0.2
 START_TIMEOUT_S = 600
 EPOCH_TIMEOUT_S = 300
 EVENTS_PER_FILE = 50
-SPLIT = ("total", "detect", "plan", "process", "commit", "hand_offs")
+SPLIT = ("total", "detect", "plan", "process", "commit", "hand_offs", "spark")
 HAND_OFFS = ("to_run", "to_plan", "plan>process", "process>commit", "in_tasks")
 
 
@@ -91,6 +97,15 @@ class Deployment:
     data_root: Path
     url: str
     started: bool = False
+
+    def serve(self) -> tuple[str, str] | None:
+        """``sluice serve``'s URL and token (None: cold, no server)."""
+        if not (self.home / "serve.pid").exists():
+            return None
+        pid = int((self.home / "serve.pid").read_text())
+        port = re.search(r"--port\s+(\d+)", " ".join(psutil.Process(pid).cmdline()))
+        token = (self.home / "serve" / "token").read_text().strip()
+        return f"http://127.0.0.1:{port.group(1) if port else 8790}", token
 
     @classmethod
     def new(cls, folder: Path) -> Deployment:
@@ -114,7 +129,7 @@ class Deployment:
     @classmethod
     def attach(cls, home: Path, data_root: Path) -> Deployment:
         pid = int((home / "api-server.pid").read_text())
-        port = re.search(r"--port\s+(\d+)", " ".join(psutil.Process(pid).cmdline()))
+        port = re.search(r"port[:=\s]+(\d+)", " ".join(psutil.Process(pid).cmdline()))
         return cls(home, data_root, f"http://127.0.0.1:{port.group(1) if port else 8080}")
 
     def stop(self) -> None:
@@ -122,26 +137,38 @@ class Deployment:
         subprocess.run([str(SCRIPT), "stop"], env=env, check=False, timeout=600)
 
 
+def call(url: str, token: str | None, method: str = "GET", body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
 class Api:
-    """The deployment's REST API, as admin."""
+    """The deployment's REST API, as admin, and its ``sluice serve``."""
 
     def __init__(self, dep: Deployment) -> None:
         self.url = dep.url
         password = json.loads((dep.home / "passwords.json").read_text())["admin"]
         body = {"username": "admin", "password": password}
-        self.token = self._call("POST", "/auth/token", body)["access_token"]
+        self.token = call(self.url + "/auth/token", None, "POST", body)["access_token"]
+        self.serve = dep.serve()
 
     def get(self, path: str) -> Any:
-        return self._call("GET", path)
+        return call(self.url + path, self.token)
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        if getattr(self, "token", None):
-            request.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return json.loads(answer.read())
+    def served_seconds(self, run_id: str, epoch: int) -> float | None:
+        """How long the successful ``sluice serve`` request of the run's epoch took, start to
+        end (None: cold)."""
+        if self.serve is None:
+            return None
+        found = call(self.serve[0] + "/v1/attempts", self.serve[1])["attempts"]
+        [mine] = [a for a in found if (a["run_id"], a["epoch"], a["status"]) ==
+                  (run_id, epoch, "succeeded")]  # fmt: skip
+        return float(mine["finished_at"] - mine["started_at"])
 
     def active_runs(self) -> int:
         runs = self.get(f"/api/v2/dags/{DAG}/dagRuns?state=queued&state=running&limit=10")
@@ -168,6 +195,7 @@ class Row:
     process: float
     commit: float
     hand_offs: float
+    spark: float
     to_run: float
     to_plan: float
     plan_process: float
@@ -248,8 +276,9 @@ def measure(rt: Any, api: Api, name: str, landed: float) -> Row:
     fired_at = max((f for f in fired if f), default=None) or ts(run["queued_at"])
     start = {k: ts(t["start_date"]) for k, t in tasks.items()}
     end = {k: ts(t["end_date"]) for k, t in tasks.items()}
+    served = api.served_seconds(checkpoint.run_id, checkpoint.epoch)
     plan_s = checkpoint.plan.plan_seconds
-    process_s = checkpoint.result.process_seconds
+    process_s = checkpoint.result.process_seconds if served is None else served
     commit_s = sinks.commit_seconds
     total = sinks.committed_at - landed
     detect = fired_at - landed
@@ -260,11 +289,44 @@ def measure(rt: Any, api: Api, name: str, landed: float) -> Row:
         files_in_epoch=len(rt.source.units_of(checkpoint.plan.source_range)),
         total=total, detect=detect, plan=plan_s, process=process_s, commit=commit_s,
         hand_offs=total - detect - plan_s - process_s - commit_s,
+        spark=checkpoint.result.process_seconds,
         to_run=ts(run["queued_at"]) - fired_at, to_plan=start["plan"] - ts(run["queued_at"]),
         plan_process=start["process"] - end["plan"],
         process_commit=start["commit"] - end["process"], in_tasks=in_tasks,
         tries="/".join(str(tasks[k]["try_number"]) for k in ("plan", "process", "commit")),
     )  # fmt: skip
+
+
+SERVICES = ("scheduler", "triggerer", "api-server", "dag-processor", "serve")
+
+
+def cpu_seconds(home: Path) -> dict[str, float]:
+    """CPU seconds used so far by each service's process tree (live processes only)."""
+    used: dict[str, float] = {}
+    for name in SERVICES:
+        try:
+            root = psutil.Process(int((home / f"{name}.pid").read_text()))
+            procs = [root, *root.children(recursive=True)]
+        except (OSError, ValueError, psutil.Error):
+            continue
+        total = 0.0
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        used[name] = total
+    return used
+
+
+def idle_cost(home: Path, seconds: float) -> str:
+    """CPU seconds per minute of each service over ``seconds`` with nothing arriving."""
+    before = cpu_seconds(home)
+    time.sleep(seconds)
+    after = cpu_seconds(home)
+    parts = [f"{k} {(after[k] - before[k]) * 60 / seconds:.2f}" for k in after if k in before]
+    return f"idle, CPU s per minute over {seconds:.0f} s: " + ", ".join(parts)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -296,7 +358,8 @@ def run(args: argparse.Namespace, dep: Deployment) -> list[Row]:
         row = measure(rt, api, name, landed)
         rows.append(row)
         print(f"{row.file} epoch {row.epoch}: total {row.total:.1f} = detect {row.detect:.1f}"
-              f" + plan {row.plan:.2f} + process {row.process:.2f} + commit {row.commit:.2f}"
+              f" + plan {row.plan:.2f} + process {row.process:.2f} (spark {row.spark:.2f})"
+              f" + commit {row.commit:.2f}"
               f" + hand-offs {row.hand_offs:.1f} (to_run {row.to_run:.1f}, to_plan "
               f"{row.to_plan:.1f}, gaps {row.plan_process:.1f}/{row.process_commit:.1f}, in "
               f"tasks {row.in_tasks:.1f}; tries {row.tries})", flush=True)  # fmt: skip
@@ -313,6 +376,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=REPO / ".airflow")
     parser.add_argument("--data-root", type=Path, default=REPO / "data" / "airflow")
     parser.add_argument("--keep", action="store_true", help="leave the deployment running")
+    parser.add_argument("--idle", type=float, default=60.0, help="idle cost measured over, s")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="sluice-latency-"))
@@ -321,12 +385,16 @@ def main() -> None:
         if not args.attach:
             dep.start()
         rows = run(args, dep)
+        wait_for("the last run to end", lambda: Api(dep).active_runs() == 0, EPOCH_TIMEOUT_S)
+        idle = idle_cost(dep.home, args.idle) if args.idle > 0 else ""
     finally:
         if dep.started and not args.keep:
             dep.stop()
             shutil.rmtree(folder, ignore_errors=True)
     print(f"\n{len(rows)} files, load average {os.getloadavg()}, {os.cpu_count()} cores\n")
-    print(report(rows))
+    if rows:
+        print(report(rows))
+    print(f"\n{idle}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
 
