@@ -57,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -85,8 +86,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ts(text: str | None) -> float | None:
-    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+def ts(text: str) -> float:
+    """Seconds since the epoch of one of the API's ISO timestamps."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass
@@ -175,7 +177,7 @@ class Api:
         return int(runs["total_entries"])
 
     def run_timeline(self, run_id: str) -> dict[str, Any]:
-        quoted = urllib.request.quote(run_id, safe="")
+        quoted = urllib.parse.quote(run_id, safe="")
         run = self.get(f"/api/v2/dags/{DAG}/dagRuns/{quoted}")
         tis = self.get(f"/api/v2/dags/{DAG}/dagRuns/{quoted}/taskInstances")["task_instances"]
         events = self.get(f"/api/v2/dags/{DAG}/dagRuns/{quoted}/upstreamAssetEvents")
@@ -273,7 +275,7 @@ def measure(rt: Any, api: Api, name: str, landed: float) -> Row:
     line = api.run_timeline(checkpoint.run_id)
     run, tasks = line["run"], line["tasks"]
     fired = [e.get("extra", {}).get("payload", {}).get("at") for e in line["events"]]
-    fired_at = max((f for f in fired if f), default=None) or ts(run["queued_at"])
+    fired_at = float(max((f for f in fired if f), default=None) or ts(run["queued_at"]))
     start = {k: ts(t["start_date"]) for k, t in tasks.items()}
     end = {k: ts(t["end_date"]) for k, t in tasks.items()}
     served = api.served_seconds(checkpoint.run_id, checkpoint.epoch)
