@@ -277,6 +277,28 @@ def test_kafka_values_follow_the_finite_rule(spark: Any) -> None:
     ]
 
 
+def test_the_pass_never_parses_a_column_the_pipeline_does_not_read(
+    spark: Any, local_workspace: Workspace
+) -> None:
+    """JSON lines: the unread columns come from a parse of their own, which Spark leaves out
+    of a plan that does not select them (the epoch's pass); a plan that selects them (the
+    late records') parses them, the value or null."""
+    schema = (("user", "string"), ("ts", "timestamp"), ("amount", "double"),
+              ("unread_flag", "boolean"))  # fmt: skip
+    local_workspace.put_files(
+        [("a.jsonl", f'{{"user": "u", "ts": "{TS}", "amount": 1, "unread_flag": 7}}\n'.encode())]
+    )
+    source = _source(local_workspace, "jsonl", schema)
+    source.read_columns = ("user", "ts", "amount")
+    rng = source.plan_range(source.initial_offset(), None)
+    assert rng is not None
+    frame = source.read(spark, rng)
+    passed = frame.select("user", "ts", "amount", "_error")
+    assert "unread_flag" not in passed._jdf.queryExecution().optimizedPlan().toString()
+    (row,) = frame.collect()
+    assert row["_error"] is None and row["unread_flag"] is None and row["amount"] == 1.0
+
+
 def test_parquet_and_kafka_values_check_only_the_columns_read(
     spark: Any, local_workspace: Workspace
 ) -> None:
