@@ -169,8 +169,8 @@ def test_a_rewind_triggered_through_the_api_ends_in_the_reference(
     rewind = rt.repo.checkpoint(latest + 1)
     assert rewind is not None and rewind.run_id == run_id
     assert rewind.plan.restored_from is not None
-    assert rewind.plan.restored_from["retract_after"] == 1
-    assert rewind.plan.restored_from["rewound"] == list(range(2, latest + 1))
+    assert rewind.plan.restored_from.retract_after == 1
+    assert list(rewind.plan.restored_from.rewound) == list(range(2, latest + 1))
     assert rewind.plan.start_offset == rt.repo.checkpoint(1).end_offset  # type: ignore[union-attr]
     for _ in range(len(FILES)):
         r = server.trigger(DAG_ID, {})
