@@ -656,12 +656,12 @@ def run_sluice(
     plain: dict[str, float],
     runs: list[tuple[str, int, bool]],
 ) -> None:
-    """Each query at each (format, qos, strict schema) of ``runs``, measured twice: in the
-    order of ``runs``, then in the reverse order (ABBA), and reported as the mean of the two.
-    The JVM keeps getting faster over a session's first runs (its JIT compiles more of the
-    per-row code), so in one fixed order the first level measured ran slowest whichever it
-    was (qos 0, 1, 2 gave q5 Parquet 2.79 / 2.33 / 1.94 s reversed as 2, 1, 0); the reversed
-    second round gives every level the same average place."""
+    """Each query at each (format, qos, strict schema) of ``runs``: after a warm-up and one
+    untimed round of every level, measured twice, in the order of ``runs`` and then in the
+    reverse order (ABBA), reported as the mean of the two. The JVM keeps getting faster over
+    a session's first runs (its JIT compiles more of the per-row code): in one fixed order
+    the first level measured ran slowest whichever it was (run as qos 2, 1, 0, q5 Parquet
+    took 2.79 / 2.33 / 1.94 s; qos 0 had been the slowest when it ran first)."""
     cores = int(spark.sparkContext.defaultParallelism)
     for query in QUERIES:
         # not timed: the first epochs of a query in a format compile its code (Spark's
@@ -673,6 +673,14 @@ def run_sluice(
             run_sluice_epochs(spark, warm, max_epochs=2, probe=False)
         measured: dict[tuple[str, int, bool], list[tuple[float, list[EpochTimes], str, Path]]]
         measured = {run: [] for run in runs}
+        # a settling round (every level once, untimed): ABBA cancels a steady drift, not the
+        # steeper speed-up of the first runs after the warm-up
+        for fmt, qos, strict in runs:
+            name = f"bench_{query}_{fmt}_qos{qos}{'_strict' if strict else ''}"
+            source = bid_source(ds, fmt, files_per_epoch)
+            source["strict_schema"] = strict
+            settle = sluice_spec(name, SPECS[query], source, qos, WORK / "sluice" / name / "settle")
+            run_sluice_epochs(spark, settle, probe=False)
         for fmt, qos, strict in [*runs, *reversed(runs)]:
             name = f"bench_{query}_{fmt}_qos{qos}{'_strict' if strict else ''}"
             work = WORK / "sluice" / name / str(len(measured[(fmt, qos, strict)]))
