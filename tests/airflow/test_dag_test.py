@@ -53,7 +53,9 @@ def pipeline(
     )
     body = click_spec_dict(local_workspace, name=name)
     body["source"]["max_files_per_epoch"] = 2
-    pg = {"name": "pg", "type": "postgres", "table": "clicks", "connection": CONN_ID}
+    # a table of its own: two active assets may not share a URI (sluice-postgres://conn/
+    # schema/table), and Airflow deactivated the second test's pg asset, failing its runs
+    pg = {"name": "pg", "type": "postgres", "table": f"clicks_{name}", "connection": CONN_ID}
     body["sinks"].append(pg)
     (pipelines_dir / f"{name}.yaml").write_text(yaml.safe_dump(body))
     provision(airflow_db, pipelines_dir)
@@ -65,7 +67,7 @@ def _assert_secret_nowhere(spec: Any, home: Path, postgres_server: Any) -> None:
     """The sink got its rows through the connection, and the password is in no XCom value, no
     file under AIRFLOW_HOME but the metadata DB (task and DAG-processor logs) and no file of
     the workspace (input, checkpoints, state, every sink's output)."""
-    rows = postgres_server.psql("SELECT count(*) FROM clicks", spec.name)
+    rows = postgres_server.psql(f"SELECT count(*) FROM clicks_{spec.name}", spec.name)
     assert int(rows) == len(REFERENCE.emitted)  # the connection reached the sink
     with sqlite3.connect(home / "airflow.db") as db:
         xcoms = [str(v) for (v,) in db.execute("SELECT value FROM xcom")]
