@@ -174,8 +174,13 @@ class SqlFunctions:
         finally:
             _FUNCTIONS_LOCK.release()
 
+    @staticmethod
+    def name(role: str) -> str:
+        """The SQL function name of ``role`` (the same every epoch)."""
+        return f"sluice_{role}"
+
     def _register(self, kind: str, role: str, *args: Any) -> str:
-        name = f"sluice_{role}"
+        name = self.name(role)
         if name in _HELD:
             raise RuntimeError(f"the SQL function {name} is registered already (nested blocks)")
         _member(self.spark, kind)(self.spark._jsparkSession, name, *args)

@@ -170,13 +170,9 @@ def _build_json_plan(
             kind = kinds[column]
             clean_checks.append(_wrong_type(column, kind, fast[column], F.col(names[column])))
     clean_error = F.coalesce(*clean_checks) if clean_checks else F.lit(None).cast("string")
-    second = (
-        *[F.col(c) for c in ("_file", "_major", "_line", "_raw", "_flags", "_clean")],
-        clean_error.alias("_fast_error"),
-        *[F.col(n) for n in names.values()],
-    )
     second_names = ("_file", "_major", "_line", "_raw", "_flags", "_clean", "_fast_error",
                     *names.values())  # fmt: skip
+    second = tuple(clean_error.alias(n) if n == "_fast_error" else F.col(n) for n in second_names)
     # the text way, only for the lines the fast parse did not accept
     text = F.when(~F.col("_clean"), _from_json(spark, F.col("_raw"), _text_schema(schema)))
     malformed = [

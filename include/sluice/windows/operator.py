@@ -186,7 +186,7 @@ class IncrementalEpoch:
         on a state scan, which Spark pushes into the Parquet reader."""
         if self.after is None:
             return "false"
-        bound = f"{self.after}L" if scan else f"sluice_{_AFTER}()"
+        bound = f"{self.after}L" if scan else f"{SqlFunctions.name(_AFTER)}()"
         return f"({we} + {self.lateness_us} <= {bound})"
 
     def _gone(self, we: str = "_we", *, scan: bool = False) -> str:
@@ -195,7 +195,7 @@ class IncrementalEpoch:
         horizon = self.inp.state.horizon_us
         if horizon is None:
             return "false"
-        bound = f"{horizon}L" if scan else f"sluice_{_HORIZON}()"
+        bound = f"{horizon}L" if scan else f"{SqlFunctions.name(_HORIZON)}()"
         return f"({we} + {self.lateness_us} <= {bound})"
 
     @contextmanager
