@@ -918,8 +918,6 @@ def trickle_file(folder: Path, n: int) -> None:
 def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     """A near-empty epoch (one new 1-bid file) of q5, cold and warm. An epoch with no new
     data at all is never run: plan finds nothing and the DAG run ends there."""
-    from sluice.spark import engine_jars, submit_conf
-
     work = WORK / "fixed"
     source = {"type": "files", "path": str(work / "in" / "bid"), "format": "parquet",
               "schema": dict(BID_SCHEMA)}  # fmt: skip
@@ -928,36 +926,10 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
     # cold: every step a new process, process a new Spark driver (spark-submit), as the DAG
     spec = sluice_spec("bench_fixed_cold", SPECS["q5"], source, 2, work / "cold")
     shutil.rmtree(work / "in", ignore_errors=True)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    sluice_cli = str(Path(sys.executable).parent / "sluice")
-    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
-    for key, value in submit_conf().items():
-        submit += ["--conf", f"{key}={value}"]
-    jars = ",".join(str(p) for p in engine_jars())
-    if jars:
-        submit += ["--jars", jars]
     cold: list[dict[str, float]] = []
     for n in range(repeats + 1):  # the first epoch starts the state: not counted
         trickle_file(work / "in" / "bid", n)
-        steps: dict[str, float] = {}
-        for step, command in (
-            ("plan", [sluice_cli, "plan", str(spec)]),
-            (
-                "process",
-                [
-                    *submit,
-                    str(ROOT / "jobs" / "run_epoch.py"),
-                    "--spec",
-                    str(spec),
-                    "--epoch",
-                    str(n + 1),
-                ],
-            ),
-            ("commit", [sluice_cli, "commit", str(spec)]),
-        ):
-            with timed() as t:
-                subprocess.run(command, check=True, env=env, capture_output=True)
-            steps[step] = t[0]
+        steps = cold_epoch(spec, n + 1)
         if n:
             cold.append(steps)
     modes["cold (new processes, spark-submit)"] = cold
@@ -998,6 +970,35 @@ def run_fixed(report: Report, spark: Any, repeats: int) -> None:
                 extra={**{f"{k}_s": v for k, v in medians.items()}, "repeats": len(runs)},
             )
         )
+
+
+def cold_epoch(spec: Path, epoch: int) -> dict[str, float]:
+    """One epoch as the DAG's cold execution runs it: ``sluice plan``, a ``spark-submit`` of
+    jobs/run_epoch.py (a new Spark driver), ``sluice commit``, each a new process; seconds
+    per step."""
+    from sluice.spark import engine_jars, submit_conf
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    sluice_cli = str(Path(sys.executable).parent / "sluice")
+    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
+    for key, value in submit_conf().items():
+        submit += ["--conf", f"{key}={value}"]
+    jars = ",".join(str(p) for p in engine_jars())
+    if jars:
+        submit += ["--jars", jars]
+    run = [*submit, str(ROOT / "jobs" / "run_epoch.py"), "--spec", str(spec), "--epoch", str(epoch)]
+    steps: dict[str, float] = {}
+    for step, command in (
+        ("plan", [sluice_cli, "plan", str(spec)]),
+        ("process", run),
+        ("commit", [sluice_cli, "commit", str(spec)]),
+    ):
+        with timed() as t:
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{step} of epoch {epoch} of {spec} failed:\n{done.stderr[-4000:]}")
+        steps[step] = t[0]
+    return steps
 
 
 # Epochs a new server runs before it is measured (JIT, codegen): the in-process session it is
@@ -1099,15 +1100,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
     # the first run is not timed: it compiles the code (Spark's codegen, the JIT), as the
     # first run of every other section is (without it the smallest state pays it alone)
     for n, keys in enumerate([min(state_sizes), *state_sizes]):
-        work = WORK / "scaling" / f"state-{keys}"
-        shutil.rmtree(work, ignore_errors=True)
-        keyed_files(work / "in", keys, touched, 3)
-        source = {"type": "files", "path": str(work / "in"), "format": "parquet",
-                  "schema": {"key": "long", "value": "long", "ts": "timestamp"},
-                  "max_files_per_epoch": 1, "event_time": "ts"}  # fmt: skip
-        body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"}, "emit": "on_close",
-                "aggregates": {"n": "count(*)", "total": "sum(value)"}}  # fmt: skip
-        spec = sluice_spec("bench_state", body, source, 2, work / "run")
+        spec = _state_spec("bench_state", WORK / "scaling" / f"state-{keys}", keys, touched)
         epochs = run_sluice_epochs(spark, spec, probe=False)
         if n == 0:
             continue
@@ -1135,6 +1128,7 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
                 },
             )
         )
+    run_scaling_cold(report, [min(state_sizes), max(state_sizes)], touched)
     for size in epoch_sizes:
         data = CACHE / "nexmark" / f"epochs-{size}"
         if not (data / ".complete").exists():
@@ -1166,6 +1160,48 @@ def run_scaling(report: Report, spark: Any, state_sizes: list[int], epoch_sizes:
                     "process_s": last.process,
                     "state_rows": last.state_rows,
                     "state_bytes": last.state_bytes,
+                },
+            )
+        )
+
+
+def _state_spec(name: str, work: Path, keys: int, touched: int, epochs: int = 3) -> Path:
+    """The state-scaling pipeline (1-day windows per key, on_close) over fresh input: a file
+    of ``keys`` keys, then ``epochs`` files of ``touched`` keys (:func:`keyed_files`)."""
+    shutil.rmtree(work, ignore_errors=True)
+    keyed_files(work / "in", keys, touched, epochs)
+    source = {"type": "files", "path": str(work / "in"), "format": "parquet",
+              "schema": {"key": "long", "value": "long", "ts": "timestamp"},
+              "max_files_per_epoch": 1, "event_time": "ts"}  # fmt: skip
+    body = {"key_by": ["key"], "window": {"type": "tumbling", "size": "1d"}, "emit": "on_close",
+            "aggregates": {"n": "count(*)", "total": "sum(value)"}}  # fmt: skip
+    return sluice_spec(name, body, source, 2, work / "run")
+
+
+def run_scaling_cold(report: Report, state_sizes: list[int], touched: int) -> None:
+    """The same in cold mode (#35): every epoch a new ``spark-submit`` (:func:`cold_epoch`),
+    which knows nothing of the state but what the checkpoint store holds. The epoch that
+    loads the keys is not counted; the median of the three after it is."""
+    for keys in state_sizes:
+        spec = _state_spec("bench_state_cold", WORK / "scaling" / f"cold-{keys}", keys, touched)
+        epochs = [cold_epoch(spec, n + 1) for n in range(4)]
+        first, rest = epochs[0], epochs[1:]
+        report.add(
+            Row(
+                "scaling-state-cold",
+                "Sluice qos 2, cold (spark-submit per epoch)",
+                "tumbling 1d per key",
+                "parquet",
+                touched,
+                statistics.median(sum(e.values()) for e in rest),
+                None,
+                "",
+                extra={
+                    "state_keys": keys,
+                    "touched_keys": touched,
+                    "first_epoch_s": sum(first.values()),
+                    "process_s": statistics.median(e["process"] for e in rest),
+                    "slowest_s": max(sum(e.values()) for e in rest),
                 },
             )
         )
