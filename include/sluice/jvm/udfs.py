@@ -106,11 +106,11 @@ def select(frame: DataFrame, *expressions: object) -> DataFrame:
     call (PySpark sends a list one element at a time)."""
     from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
-    expressions = tuple(map(str, expressions))
-    if any(_SEPARATOR in e for e in expressions):
-        raise ValueError(f"an expression holds the separator \\x1f: {expressions}")
+    texts = tuple(map(str, expressions))
+    if any(_SEPARATOR in e for e in texts):
+        raise ValueError(f"an expression holds the separator \\x1f: {texts}")
     session = frame.sparkSession
-    java = _member(session, "select")(frame._jdf, _SEPARATOR.join(expressions))
+    java = _member(session, "select")(frame._jdf, _SEPARATOR.join(texts))
     return ClassicFrame(java, session)
 
 
