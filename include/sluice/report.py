@@ -37,6 +37,12 @@ def describe_spec(spec: PipelineSpec) -> Table:
         f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
         f"{format_duration(et.allowed_lateness_us) or '0s'}",
     )
+    for lookup in spec.lookup:
+        on = ", ".join(f"{c} = {t}" for c, t in lookup.on)
+        added = ", ".join(f"{c}: {t}" for c, t in lookup.columns)
+        table.add_row(
+            f"lookup {lookup.name}", f"{lookup.how} join {lookup.path} on {on} -> {added}"
+        )
     keys = ", ".join(spec.key_by) or "(no key)"
     if spec.stateless:
         _describe_stateless(table, spec)
@@ -72,7 +78,13 @@ def _describe_stateless(table: Table, spec: PipelineSpec) -> None:
     for name, expression in spec.select:
         table.add_row(f"select {name}", expression)
     table.add_row("filter", spec.filter or "- (every valid record)")
-    picked = "" if spec.output else " (schema + select)"
+    picked = (
+        ""
+        if spec.output
+        else " (schema + select + lookups)"
+        if spec.lookup
+        else " (schema + select)"
+    )
     table.add_row("output", ", ".join(spec.output_columns()) + picked)
 
 

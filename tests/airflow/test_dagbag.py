@@ -76,6 +76,7 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
         "allow_state_drop",
         "expect_latest",
         "on_missing_offsets",
+        "lookup_versions",
     }
     assert dag.params["restore_from"] == "latest"  # defaults let the DAG be scheduled
 

@@ -110,6 +110,7 @@ def test_the_trigger_form_is_derived_from_the_model() -> None:
     assert params["offsets"]["type"] == ["null", "object"]
     assert params["allow_state_drop"]["type"] == "boolean"
     assert params["on_missing_offsets"]["enum"] == ["fail", "earliest"]
+    assert params["lookup_versions"]["enum"] == ["pinned", "current"]
     for name, form in params.items():  # every field has a title and a description
         assert form["title"] and form["description"], name
 
@@ -140,6 +141,7 @@ def test_sluice_runs_options_are_derived_from_the_model() -> None:
         "savepoint": ["--savepoint"],
         "allow_state_drop": ["--allow-state-drop"],
         "on_missing_offsets": ["--on-missing-offsets"],
+        "lookup_versions": ["--lookup-versions"],
     }
     args = parser.parse_args(["--restore-from", "offsets", "--offsets", '{"after_key": "b"}'])
     request = RunRequest.from_conf("clicks", request_conf("clicks", args))

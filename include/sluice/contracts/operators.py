@@ -147,6 +147,8 @@ class EpochInput(Generic[S]):
     # known without reading the records (Parquet footers): {(partition, major): µs or None}
     before_hints: dict[tuple[str, int], int | None] = field(default_factory=dict)
     compact: bool = False  # write S_{k+1} as a full base
+    # each lookup's table as the plan pinned it, by lookup name (sluice.operators.lookup)
+    tables: dict[str, DataFrame] = field(default_factory=dict)
 
 
 class EpochOutput(Protocol):

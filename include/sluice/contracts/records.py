@@ -8,6 +8,8 @@ since has a default and is written only when set.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -37,6 +39,7 @@ __all__ = [
     "StatePart",
     "StateRef",
     "StateShape",
+    "TablePin",
     "Void",
     "WatermarkState",
 ]
@@ -444,6 +447,32 @@ class SourceSlice:
 
 
 @dataclass(frozen=True)
+class TablePin:
+    """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan: the
+    table's files under ``uri`` and their fingerprints (``"<size>:<digest>"``, what
+    :meth:`~sluice.storage.ObjectStore.fingerprints` gives) when it was planned. A retry
+    reads exactly these files, and refuses to run if one of them changed."""
+
+    uri: str
+    files: tuple[tuple[str, str], ...]  # (key under uri, fingerprint), in key order
+
+    @property
+    def version(self) -> str:
+        """A short hash of the file set: equal pins, equal versions."""
+        canonical = json.dumps([self.uri, [list(f) for f in self.files]], separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uri": self.uri, "files": dict(self.files), "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TablePin:
+        return cls(
+            str(data["uri"]), tuple(sorted((str(k), str(v)) for k, v in data["files"].items()))
+        )
+
+
+@dataclass(frozen=True)
 class StateMigration:
     """What continuing a checkpoint under a changed spec keeps, resets or drops (a plan's
     ``state_migration``; :mod:`sluice.protocol.upgrade` decides it)."""
@@ -508,6 +537,12 @@ class Plan:
     # Sources besides the pipeline's first (DEFAULT_SOURCE, whose slice is the three fields
     # above), by name; written only when there are any, so one-source plans keep their form.
     other_sources: tuple[tuple[str, SourceSlice], ...] = ()
+    # The lookup tables' versions this epoch joins, by lookup name (docs/joins.md); written
+    # only when the spec has lookups.
+    tables: tuple[tuple[str, TablePin], ...] = ()
+    # The rewound epoch this plan replays (a new plan that starts where it started), whose
+    # table versions it joins; written only when set (docs/joins.md).
+    replays: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = dict(self.__dict__)
@@ -519,6 +554,11 @@ class Plan:
         del body["other_sources"]
         if self.other_sources:
             body["sources"] = {name: part.to_dict() for name, part in self.other_sources}
+        del body["tables"]
+        if self.tables:
+            body["tables"] = {name: pin.to_dict() for name, pin in self.tables}
+        if self.replays is None:
+            del body["replays"]
         return body
 
     @property
@@ -544,6 +584,10 @@ class Plan:
         others = data.pop("sources", None) or {}
         data["other_sources"] = tuple(
             (str(name), SourceSlice.from_dict(part)) for name, part in sorted(others.items())
+        )
+        tables = data.pop("tables", None) or {}
+        data["tables"] = tuple(
+            (str(name), TablePin.from_dict(pin)) for name, pin in sorted(tables.items())
         )
         return cls(**data)
 

@@ -259,7 +259,7 @@ def _accepted(classified: DataFrame, spec: PipelineSpec) -> DataFrame:
     frame = classified.where(F.col("_class") == ACCEPTED)
     if not spec.key_by:
         frame = frame.withColumn(KEYLESS, F.lit(0))
-    visible = [c for c, _ in spec.source.schema] + [n for n, _ in spec.select]
+    visible = list(spec.record_types())  # the source's, select's and lookups' columns
     extra = [k for k in key_columns(spec) if k not in visible]
     return frame.select(
         *[F.col(f"`{c}`") for c in (*extra, *visible)],
@@ -304,7 +304,7 @@ def _program(
         for s in process.state
         if s.reduce is not None
     )
-    visible = [c for c, _ in spec.source.schema] + [n for n, _ in spec.select]
+    visible = list(spec.record_types())  # the source's, select's and lookups' columns
     return KeyedProgram(
         pipeline=spec.name,
         epoch=epoch,

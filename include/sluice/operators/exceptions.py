@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from sluice.exceptions import SluiceError
 
-__all__ = ["ExpressionGuardUnavailable", "InvalidExpression", "OperatorError"]
+__all__ = [
+    "ExpressionGuardUnavailable",
+    "InvalidExpression",
+    "LookupTableError",
+    "OperatorError",
+]
 
 
 class OperatorError(SluiceError):
@@ -42,3 +47,17 @@ class ExpressionGuardUnavailable(OperatorError):
             pipeline=pipeline,
         )
         self.reason = reason
+
+
+class LookupTableError(OperatorError):
+    """A lookup table cannot be joined as the epoch's plan pinned it: a pinned file changed
+    or is gone, a column is missing or of another type, a key is in two rows."""
+
+    def __init__(self, pipeline: str, epoch: int, lookup: str, uri: str, problem: str,
+                 fix: str) -> None:  # fmt: skip
+        super().__init__(
+            f"pipeline {pipeline}, epoch {epoch}: lookup {lookup} ({uri}): {problem}. {fix}",
+            pipeline=pipeline,
+            epoch=epoch,
+        )
+        self.lookup, self.uri, self.problem = lookup, uri, problem

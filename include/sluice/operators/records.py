@@ -40,11 +40,12 @@ from sluice.contracts.records import WatermarkState
 from sluice.jvm.udfs import Ledger, SqlFunctions, select, where_not_pushed
 from sluice.operators.base import InvalidExpression, quoted
 from sluice.operators.expressions import failure_reason, guarded
+from sluice.operators.lookup import join_lookups
 from sluice.operators.sqltext import Sql, when
 from sluice.operators.watermarks import Run, verify_runs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import DataFrame
 
@@ -154,7 +155,8 @@ def classify(
     (EXACT): what a SCAN pass over the same input read (:attr:`PassFacts.runs`)."""
     spark, spec = inp.spark, inp.spec
     et = spec.event_time
-    derived = derive(inp.records, spec)  # a record whose expression raised moves no watermark
+    # a record whose expression raised moves no watermark
+    derived = derive(inp.records, spec, inp.tables)
     if columns is None:
         dropped = (*POSITION, "_raw", "_error", "_file")
         columns = tuple(c for c in derived.columns if c not in dropped)
@@ -293,17 +295,28 @@ def _by_major(values: list[int | None]) -> str:
     return f"element_at(array({table}), _major + 1)"
 
 
-def derive(records: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """The ``select:`` columns, then ``_keep`` from ``filter:``. Each expression runs only on
-    records without an ``_error`` so far; one that raises gives the record its ``_error``
-    (a dead letter naming the field) instead of failing the epoch."""
+def derive(
+    records: DataFrame, spec: PipelineSpec, tables: Mapping[str, DataFrame] | None = None
+) -> DataFrame:
+    """The ``select:`` columns, the lookups' columns (``tables``: each lookup's table as the
+    plan pinned it, :mod:`sluice.operators.lookup`), then ``_keep`` from ``filter:`` and the
+    inner lookups' matches. Each expression runs only on records without an ``_error`` so
+    far; one that raises gives the record its ``_error`` (a dead letter naming the field)
+    instead of failing the epoch."""
     frame = records
     for name, expression in spec.select:
         frame = _evaluate(frame, spec, f"select.{name}", expression, name)
+    if spec.lookup:
+        frame = join_lookups(frame, spec, tables or {})
     if not spec.filter:
+        if spec.lookup:  # the inner lookups' matches
+            return select(frame, "*", "_lookup AS _keep").drop("_lookup")
         return select(frame, "*", "true AS _keep")
     frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
-    return frame.withColumn("_keep", F.coalesce(F.col("_keep"), F.lit(False)))
+    keep = F.coalesce(F.col("_keep"), F.lit(False))
+    if spec.lookup:
+        return frame.withColumn("_keep", keep & F.col("_lookup")).drop("_lookup")
+    return frame.withColumn("_keep", keep)
 
 
 def _evaluate(

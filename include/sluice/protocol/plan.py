@@ -14,7 +14,7 @@ monotonic; the epochs j+1..k are "rewound" from then on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sluice.contracts.records import (
     Checkpoint,
@@ -23,6 +23,7 @@ from sluice.contracts.records import (
     StateMigration,
     StateRef,
     StateShape,
+    TablePin,
     WatermarkState,
 )
 from sluice.contracts.sources import Offset
@@ -31,7 +32,7 @@ from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import compare_shapes
 from sluice.sources.exceptions import UnreadableFileNames
-from sluice.storage import ObjectAlreadyExists
+from sluice.storage import ObjectAlreadyExists, open_store
 
 __all__ = ["plan_epoch"]
 
@@ -46,6 +47,7 @@ def plan_epoch(
     allow_state_drop: bool = False,
     rewind_to: int | None = None,
     on_missing_offsets: str = "fail",
+    lookup_versions: str = "pinned",
 ) -> Plan | None:
     """The plan of the next epoch, or None when the source has nothing new.
 
@@ -57,6 +59,8 @@ def plan_epoch(
     a new plan from that older checkpoint (with ``restored_from`` from the run request).
     ``on_missing_offsets="earliest"`` lets a new plan start past input the source no longer
     has (:meth:`Source.skipping_missing_input`), whatever the spec says.
+    ``lookup_versions="current"``: a replay joins the lookup tables as they are now, not the
+    versions the epochs it replays joined (docs/joins.md).
     """
     started = rt.clock()
     latest = recover(rt)
@@ -81,6 +85,9 @@ def plan_epoch(
         migration = _migration(rt, base.plan.state_shape, base.epoch, allow_state_drop)
     caps = _Caps(max_units, max_records, on_missing_offsets == "earliest")
     plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
+    if plan is not None and rt.spec.lookup:
+        replay = _replaying(rt, base, plan) if lookup_versions == "pinned" else None
+        plan = replay or replace(plan, tables=table_pins(rt, epoch))
     if plan is None and base is not latest:
         assert base is not None
         raise ProtocolError(
@@ -150,6 +157,53 @@ def _new_plan(
         restored_from=restored_from,
         state_migration=migration if migration.changed else None,
     )
+
+
+def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
+    """``plan`` joining the table versions of the rewound epoch it replays, if it replays
+    one (else None: it pins the tables as they are now). A rewind's first plan may replay
+    the first rewound epoch, the plan after a replay the epoch after the replayed one; it
+    replays it when it starts where that one started (a replay cut as the first run was)."""
+    restored = plan.restored_from
+    if restored is not None and restored.retract_after is not None:  # a rewind
+        candidate: int | None = restored.retract_after + 1
+    elif base is not None and base.plan.replays is not None:
+        candidate = base.plan.replays + 1
+    else:
+        return None
+    original = rt.repo.plan(candidate) if candidate is not None and candidate < plan.epoch else None
+    if original is None or original.start_offset != plan.start_offset:
+        return None
+    pinned = dict(original.tables)
+    if any(lookup.name not in pinned for lookup in rt.spec.lookup):
+        return None  # the replayed epoch had no such lookup
+    tables = tuple((lk.name, pinned[lk.name]) for lk in rt.spec.lookup)
+    return replace(plan, tables=tables, replays=original.epoch)
+
+
+def table_pins(rt: Runtime, epoch: int) -> tuple[tuple[str, TablePin], ...]:
+    """The version of each lookup table a new plan joins (docs/joins.md): the table's data
+    files now, with their fingerprints (names starting with ``_`` or ``.`` are not data:
+    ``_SUCCESS``, a writer's ``_temporary``). A table without one is refused: a wrong path
+    would otherwise join every record to nothing."""
+    pins = []
+    for lookup in rt.spec.lookup:
+        store = open_store(lookup.path, s3=rt.spec.s3)
+        suffix = f".{lookup.format}"
+        files = tuple(
+            sorted(
+                (key, print_)
+                for key, print_ in store.fingerprints("").items()
+                if key.endswith(suffix) and not any(s[0] in "_." for s in key.split("/"))
+            )
+        )
+        if not files:
+            raise ProtocolError(
+                f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name}: no {lookup.format} "
+                f"files under {store.root_uri}; write the table there or fix lookup.path"
+            )
+        pins.append((lookup.name, TablePin(store.root_uri, files)))
+    return tuple(pins)
 
 
 def _migration(rt: Runtime, stored: StateShape, epoch: int, allow: bool) -> StateMigration:

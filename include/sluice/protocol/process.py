@@ -40,6 +40,7 @@ from sluice.contracts.records import (
 )
 from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, late_ddl
+from sluice.operators.lookup import lookup_tables
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, NoPlan
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
@@ -257,6 +258,7 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         waiting=rt.source.waiting_partitions(rng),
         before_hints=rt.source.before_hints(rng, spec.event_time.column),
         compact=state.needs_compaction() or (migration.changed and not state.empty),
+        tables=lookup_tables(session, spec, dict(plan.tables), plan.epoch) if spec.lookup else {},
     )
     return rt.operator().run(inp)
 

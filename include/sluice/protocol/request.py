@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from sluice.protocol.runtime import Runtime
 
 __all__ = [
+    "LOOKUP_CHOICES",
     "MISSING_CHOICES",
     "RESTORE_CHOICES",
     "InvalidRunRequest",
@@ -52,8 +53,10 @@ __all__ = [
 
 RestoreFrom = Literal["latest", "checkpoint", "savepoint", "offsets"]
 OnMissing = Literal["fail", "earliest"]
+LookupVersions = Literal["pinned", "current"]
 RESTORE_CHOICES: tuple[str, ...] = get_args(RestoreFrom)
 MISSING_CHOICES: tuple[str, ...] = get_args(OnMissing)
+LOOKUP_CHOICES: tuple[str, ...] = get_args(LookupVersions)
 _NAME_RULE = "1-100 letters, digits, '_', '.', '-', starting with a letter or digit"
 
 
@@ -163,6 +166,17 @@ class RunRequest(BaseModel):
         "--on-missing-offsets",
         "input gone from the source (a rewind's, or Kafka offsets past retention): fail "
         "(default) or go on with what is left",
+    ))  # fmt: skip
+
+    lookup_versions: LookupVersions = _field("pinned", RequestField(
+        "Lookup table versions",
+        "For a rewind of a pipeline with lookup joins (docs/joins.md): pinned: each replayed "
+        "epoch joins the table versions the epoch it replays joined; current: the tables as "
+        "they are now.",
+        "{value} is not one of " + str(list(LOOKUP_CHOICES)),
+        "--lookup-versions",
+        "a rewind's lookup tables: pinned (default: the versions the replayed epochs "
+        "joined) or current",
     ))  # fmt: skip
 
     @classmethod

@@ -36,6 +36,7 @@ class PlanOptions:
     allow_state_drop: bool = False
     rewind_to: int | None = None  # the next epoch starts from this older checkpoint
     on_missing_offsets: str = "fail"  # earliest: plan past input the source no longer has
+    lookup_versions: str = "pinned"  # current: a replay joins the lookup tables as they are
 
     def plan(self, rt: Runtime, *, max_units: int | None = None) -> Plan | None:
         """:func:`sluice.protocol.plan_epoch` with these options."""
@@ -50,6 +51,7 @@ class PlanOptions:
             allow_state_drop=self.allow_state_drop,
             rewind_to=self.rewind_to,
             on_missing_offsets=self.on_missing_offsets,
+            lookup_versions=self.lookup_versions,
         )
 
 
@@ -57,7 +59,11 @@ def resolve_request(request: RunRequest, rt: Runtime) -> PlanOptions:
     """Check ``request`` against the checkpoint store (read-only) and turn it into plan
     options. Raises :class:`InvalidRunRequest`."""
     options = _resolve(request, rt)
-    return dataclasses.replace(options, on_missing_offsets=request.on_missing_offsets)
+    return dataclasses.replace(
+        options,
+        on_missing_offsets=request.on_missing_offsets,
+        lookup_versions=request.lookup_versions,
+    )
 
 
 def _resolve(request: RunRequest, rt: Runtime) -> PlanOptions:

@@ -26,6 +26,7 @@ from sluice.spec.model import (
     AggregateSpec,
     CheckpointSpec,
     EventTimeSpec,
+    LookupSpec,
     PipelineSpec,
     ProcessSpec,
     RestartSpec,
@@ -55,6 +56,7 @@ from sluice.spec.sections import (
     aggregates,
     checked_text,
     key_by,
+    lookups,
     output,
     select,
 )
@@ -142,9 +144,13 @@ def _schema(info: ValidationInfo) -> dict[str, str]:
 
 
 def _columns(info: ValidationInfo) -> dict[str, str]:
-    """The source's and the ``select`` columns, with their types (``derived``)."""
+    """The source's, the ``select`` (type ``derived``) and the lookups' columns, with their
+    types."""
     derived: tuple[tuple[str, str], ...] = _read(info, "select", ())
-    return {**_schema(info), **{n: "derived" for n, _ in derived}}
+    columns = {**_schema(info), **{n: "derived" for n, _ in derived}}
+    for lookup in _read(info, "lookup", ()):
+        columns.update(lookup.columns)
+    return columns
 
 
 def _read(info: ValidationInfo, field: str, default: Any = None) -> Any:
@@ -199,6 +205,7 @@ class Pipeline(Section):
     source: SourceConfig | None = None
     event_time: EventTimeSpec | None = None
     select: tuple[tuple[str, str], ...] = Field(None, validate_default=True)
+    lookup: tuple[LookupSpec, ...] = Field(None, validate_default=True)
     filter: Predicate = None
     key_by: tuple[str, ...] = Field(None, validate_default=True)
     process: ProcessSpec | None = None
@@ -258,6 +265,14 @@ class Pipeline(Section):
         """New columns, none named like a source column."""
         found: list[SpecProblem] = []
         return _done(info, select(value, _schema(info), found), found)
+
+    @field_validator("lookup", mode="plain")
+    @classmethod
+    def _lookup(cls, value: Any, info: ValidationInfo) -> tuple[LookupSpec, ...]:
+        """Lookup joins keyed on record columns, adding new ones (docs/joins.md)."""
+        found: list[SpecProblem] = []
+        columns = _columns(info) if _schema(info) else {}
+        return _done(info, lookups(value, columns, found), found)
 
     @field_validator("key_by", mode="plain")
     @classmethod
@@ -417,6 +432,7 @@ class Pipeline(Section):
             restart=self.restart,
             emit=self.emit,
             select=self.select,
+            lookup=self.lookup,
             filter=self.filter,
             output=self.output,
             process=self.process,

@@ -22,6 +22,7 @@ __all__ = [
     "AggregateSpec",
     "CheckpointSpec",
     "EventTimeSpec",
+    "LookupSpec",
     "PipelineSpec",
     "ProcessSpec",
     "SinkSpec",
@@ -44,6 +45,8 @@ AGGREGATE_FUNCTIONS = (
 )
 EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
+LOOKUP_JOINS = ("left", "inner")  # a lookup join's ``how``
+LOOKUP_FORMATS = ("parquet",)  # a lookup table's files
 STATE_KINDS = ("value", "list", "reducing", "map")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
 STATELESS_SHAPE: dict[str, object] = {"operator": "stateless"}
@@ -115,6 +118,21 @@ class ProcessSpec:
 
 
 @dataclass(frozen=True)
+class LookupSpec:
+    """A lookup (stream–table) join, docs/joins.md: each record gets ``columns`` from the
+    table's row whose ``on`` table columns equal the record's; without one (or with a null
+    key) they are null (``how: left``) or the record is filtered out (``inner``). The table
+    is a folder of ``format`` files at ``path``, read as the epoch's plan pinned it."""
+
+    name: str
+    path: str
+    on: tuple[tuple[str, str], ...]  # (record column, table column)
+    columns: tuple[tuple[str, str], ...]  # (table column, type) each record gets
+    how: Literal["left", "inner"] = "left"
+    format: Literal["parquet"] = "parquet"
+
+
+@dataclass(frozen=True)
 class CheckpointSpec:
     storage: str
     interval_us: int = 60_000_000
@@ -158,6 +176,7 @@ class PipelineSpec:
     s3: S3Options | None = None
     restart: RestartSpec = field(default_factory=RestartSpec)
     process: ProcessSpec | None = None
+    lookup: tuple[LookupSpec, ...] = ()  # lookup joins, in order, after select and before filter
     # where Airflow runs the process step: "cold" (spark-submit), "warm" (``sluice serve``),
     # or None: the deployment's ``SLUICE_EXECUTION``. Never changes what an epoch computes.
     execution: Literal["cold", "warm"] | None = field(default=None, compare=False)
@@ -184,11 +203,20 @@ class PipelineSpec:
         return "process" if self.process is not None else "stateless"
 
     def output_columns(self) -> tuple[str, ...]:
-        """A stateless pipeline's result columns: ``output``, else the source schema's
-        columns followed by the ``select`` columns."""
+        """A stateless pipeline's result columns: ``output``, else every record column (the
+        source schema's, ``select``'s, the lookups')."""
         if self.output:
             return self.output
-        return (*(c for c, _ in self.source.schema), *(n for n, _ in self.select))
+        return tuple(self.record_types())
+
+    def record_types(self) -> dict[str, str]:
+        """Every column a record has before the operator: the source schema's, ``select``'s
+        (type "derived") and each lookup's, in that order."""
+        types = dict(self.source.schema)
+        types.update({n: "derived" for n, _ in self.select})
+        for lookup in self.lookup:
+            types.update(lookup.columns)
+        return types
 
     def read_columns(self) -> tuple[str, ...] | None:
         """The source schema's columns the pipeline reads, in schema order; None: all of them
@@ -206,6 +234,7 @@ class PipelineSpec:
         if self.stateless:
             read.update(self.output_columns())
         read.update(a.column for a in self.aggregates if a.column)
+        read.update(c for lookup in self.lookup for c, _ in lookup.on)
         for expression in (*(e for _, e in self.select), *([self.filter] if self.filter else [])):
             read.update(referenced(expression, schema))
         columns = tuple(c for c in schema if c in read)
@@ -220,7 +249,7 @@ class PipelineSpec:
         if self.stateless:
             return dict(STATELESS_SHAPE)
         shape: dict[str, object] = {
-            "key_by": {k: dict(self.source.schema).get(k, "derived") for k in self.key_by},
+            "key_by": {k: self.record_types().get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,
         }
         if self.window is not None:

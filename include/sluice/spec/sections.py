@@ -24,10 +24,14 @@ from sluice.spec.exceptions import SpecProblem
 from sluice.spec.model import (
     AGGREGATE_FUNCTIONS,
     EXECUTION_MODES,
+    LOOKUP_FORMATS,
+    LOOKUP_JOINS,
     NUMERIC_TYPES,
+    SCHEMA_TYPES,
     AggregateSpec,
     CheckpointSpec,
     EventTimeSpec,
+    LookupSpec,
     RestartSpec,
 )
 from sluice.storage.s3options import S3Options
@@ -47,6 +51,7 @@ __all__ = [
     "duration",
     "key_by",
     "kind",
+    "lookups",
     "output",
     "select",
     "text",
@@ -288,6 +293,175 @@ def select(
             continue
         result.append((column, str(expression)))
     return tuple(result)
+
+
+_LOOKUP_FIELDS = ("name", "table", "on", "columns", "how")
+_LOOKUP_EXAMPLE = (
+    "e.g. - {name: users, table: {type: files, path: data/users, format: parquet}, "
+    "on: {user: user_id}, columns: {country: string}, how: left}"
+)
+
+
+def lookups(
+    value: Any, columns: Mapping[str, str], found: list[SpecProblem]
+) -> tuple[LookupSpec, ...]:
+    """Lookup joins (docs/joins.md), each keyed on record ``columns`` (the source's,
+    ``select``'s, an earlier lookup's), adding columns no record has yet."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        found.append(
+            SpecProblem("lookup", f"expected a list of lookups, got {kind(value)}", _LOOKUP_EXAMPLE)
+        )
+        return ()
+    known, names, result = dict(columns), set(), []
+    for i, item in enumerate(value):
+        where = f"lookup[{i}]"
+        before = len(found)
+        if not isinstance(item, dict):
+            found.append(
+                SpecProblem(where, f"expected a mapping, got {kind(item)}", _LOOKUP_EXAMPLE)
+            )
+            continue
+        for key in item:
+            if key not in _LOOKUP_FIELDS:
+                close = difflib.get_close_matches(str(key), _LOOKUP_FIELDS, n=1)
+                fix = f"did you mean {close[0]!r}?" if close else f"fields: {list(_LOOKUP_FIELDS)}"
+                found.append(SpecProblem(f"{where}.{key}", "is not a lookup field", fix))
+        name = item.get("name")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            problem = "is required: a name for the table" if name is None else "is not a name"
+            found.append(
+                SpecProblem(
+                    f"{where}.name", problem, "lower-case letters, digits and '_', e.g. users"
+                )
+            )
+        elif name in names:
+            found.append(
+                SpecProblem(
+                    f"{where}.name", f"{name!r} names another lookup too", "name each lookup apart"
+                )
+            )
+        names.add(name)
+        path, form = _lookup_table(item.get("table"), f"{where}.table", found)
+        on = _lookup_on(item.get("on"), known, f"{where}.on", found)
+        added = _lookup_columns(item.get("columns"), known, f"{where}.columns", found)
+        how = item.get("how", "left")
+        if how not in LOOKUP_JOINS:
+            found.append(
+                SpecProblem(
+                    f"{where}.how",
+                    f"{how!r} is not a lookup join",
+                    f"use one of {list(LOOKUP_JOINS)}",
+                )
+            )
+        known.update(added)
+        if len(found) == before:
+            result.append(LookupSpec(str(name), path, on, tuple(added.items()), how, form))
+    return tuple(result)
+
+
+def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str, Any]:
+    from sluice.storage import storage_uri_problem
+
+    example = "e.g. {type: files, path: data/users, format: parquet}"
+    if not isinstance(value, dict):
+        found.append(SpecProblem(where, "is required: the table to look up in", example))
+        return "", "parquet"
+    for key in value:
+        if key not in ("type", "path", "format"):
+            found.append(
+                SpecProblem(
+                    f"{where}.{key}", "is not a table field", "fields: ['type', 'path', 'format']"
+                )
+            )
+    if value.get("type", "files") != "files":
+        found.append(
+            SpecProblem(
+                f"{where}.type",
+                f"{value.get('type')!r} is not a lookup table type",
+                "use files (a folder of Parquet files)",
+            )
+        )
+    path = value.get("path")
+    problem = storage_uri_problem(path) if isinstance(path, str) and path.strip() else "is required"
+    if problem is not None:
+        found.append(SpecProblem(f"{where}.path", problem, "a folder or s3://bucket/prefix"))
+    form = value.get("format", "parquet")
+    if form not in LOOKUP_FORMATS:
+        found.append(
+            SpecProblem(
+                f"{where}.format",
+                f"{form!r} is not a lookup table format",
+                f"use one of {list(LOOKUP_FORMATS)}",
+            )
+        )
+    return str(path or ""), form
+
+
+def _lookup_on(
+    value: Any, known: Mapping[str, str], where: str, found: list[SpecProblem]
+) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, dict) or not value:
+        found.append(
+            SpecProblem(where, "is required: record column -> table column", "e.g. {user: user_id}")
+        )
+        return ()
+    pairs = []
+    for column, table_column in value.items():
+        if known and column not in known:
+            close = difflib.get_close_matches(str(column), list(known), n=1)
+            fix = f"did you mean {close[0]!r}?" if close else f"columns: {list(known)}"
+            found.append(SpecProblem(f"{where}.{column}", "is not a record column", fix))
+        if not isinstance(table_column, str) or not _COLUMN_RE.match(table_column):
+            found.append(
+                SpecProblem(f"{where}.{column}", "must name a column of the table", "e.g. user_id")
+            )
+            continue
+        pairs.append((str(column), table_column))
+    return tuple(pairs)
+
+
+def _lookup_columns(
+    value: Any, known: Mapping[str, str], where: str, found: list[SpecProblem]
+) -> dict[str, str]:
+    if not isinstance(value, dict) or not value:
+        found.append(
+            SpecProblem(
+                where,
+                "is required: the table columns each record gets",
+                f"e.g. {{country: string}}; types: {list(SCHEMA_TYPES)}",
+            )
+        )
+        return {}
+    added = {}
+    for column, kind_ in value.items():
+        if not isinstance(column, str) or not _COLUMN_RE.match(column):
+            found.append(
+                SpecProblem(
+                    f"{where}.{column}", "is not a valid column name", "use letters, digits and '_'"
+                )
+            )
+            continue
+        if column in known:
+            found.append(
+                SpecProblem(
+                    f"{where}.{column}",
+                    "clashes with a record column",
+                    "a lookup adds columns no record has yet",
+                )
+            )
+        if kind_ not in SCHEMA_TYPES:
+            found.append(
+                SpecProblem(
+                    f"{where}.{column}",
+                    f"unknown type {kind_!r}",
+                    f"use one of {list(SCHEMA_TYPES)}",
+                )
+            )
+            continue
+        added[column] = str(kind_)
+    return added
 
 
 def key_by(value: Any, columns: Mapping[str, str], found: list[SpecProblem]) -> tuple[str, ...]:

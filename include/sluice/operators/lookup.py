@@ -1,0 +1,184 @@
+"""Lookup joins (docs/joins.md): each record enriched from the row of a table whose key
+columns equal the record's, the table read exactly as the epoch's plan pinned it.
+
+The plan pins each table's files with their fingerprints (:class:`TablePin`); the process
+step reads those files only, checks they are unchanged before and after reading them (a
+retry joins what the first attempt joined, or refuses to run), checks the declared columns
+and types and that no key is in two rows, and keeps the rows in memory for the Spark
+context (a warm process reads an unchanged table once). The join is a broadcast hash join
+of the records with the table: it streams each task's records in their order, which the
+watermarks' running maxima rely on (:mod:`sluice.operators.records`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from sluice.contracts.sources import SPARK_TYPES
+from sluice.jvm.context import context_cache
+from sluice.operators.base import quoted
+from sluice.operators.exceptions import LookupTableError
+from sluice.storage import open_store
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sluice.contracts.records import TablePin
+    from sluice.spec.model import LookupSpec, PipelineSpec
+
+__all__ = ["join_lookups", "lookup_tables"]
+
+_MATCHED = "_lm"  # a table row's marker: null after the join where no row matched
+# Spark's type names (DataType.simpleString) each declared type accepts, the first as is,
+# the others widened by a cast that cannot fail
+_ACCEPTS = {
+    "string": ("string",),
+    "int": ("int", "smallint", "tinyint"),
+    "long": ("bigint", "int", "smallint", "tinyint"),
+    "double": ("double", "float", "bigint", "int", "smallint", "tinyint"),
+    "float": ("float", "smallint", "tinyint"),
+    "boolean": ("boolean",),
+    "timestamp": ("timestamp", "timestamp_ntz"),
+    "date": ("date",),
+}
+
+
+def lookup_tables(
+    spark: SparkSession, spec: PipelineSpec, pins: Mapping[str, TablePin], epoch: int
+) -> dict[str, DataFrame]:
+    """Each lookup's table as pinned (cached per Spark context and version): its key columns
+    ``_lk0..``, the declared columns, and ``_lm`` (true)."""
+    cache = context_cache(spark, "lookup tables")
+    tables = {}
+    for lookup in spec.lookup:
+        pin = pins.get(lookup.name)
+        if pin is None:
+            raise LookupTableError(
+                spec.name,
+                epoch,
+                lookup.name,
+                lookup.path,
+                "the epoch's plan pins no version of it (planned before the lookup was added)",
+                "let this epoch commit under the spec it was planned with, then add the lookup",
+            )
+        key = (spec.name, lookup, pin.version)
+        frame = cache.get(key)
+        if frame is None:
+            # a version no epoch reads again (``sluice serve`` runs other pipelines' epochs
+            # beside this one: a snapshot of the keys, each popped once)
+            for old in [k for k in list(cache) if k[:2] == key[:2]]:
+                stale = cache.pop(old, None)
+                if stale is not None:
+                    stale.unpersist()
+            frame = cache[key] = _read(spark, spec, lookup, pin, epoch)
+        tables[lookup.name] = frame
+    return tables
+
+
+def _read(
+    spark: SparkSession, spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, epoch: int
+) -> DataFrame:
+    def refuse(problem: str, fix: str) -> LookupTableError:
+        return LookupTableError(spec.name, epoch, lookup.name, pin.uri, problem, fix)
+
+    _check_unchanged(spec, lookup, pin, refuse)
+    store = open_store(pin.uri, s3=spec.s3)
+    frame = spark.read.parquet(*[_spark_uri(store.uri(k)) for k, _ in pin.files])
+    found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    record_types = spec.record_types()
+    columns = []
+    for i, (record_column, table_column) in enumerate(lookup.on):
+        if table_column not in found:
+            raise refuse(
+                f"the table has no column {table_column!r} (lookup.on)",
+                f"its columns: {sorted(found)}",
+            )
+        kind = record_types.get(record_column, "derived")
+        cast = SPARK_TYPES.get(kind) if kind in _ACCEPTS else None
+        if cast is not None and found[table_column] not in _ACCEPTS[kind]:
+            raise refuse(
+                f"key column {table_column!r} is {found[table_column]}, the record's "
+                f"{record_column!r} is {kind}",
+                "store the key with the record column's type",
+            )
+        value = f"CAST({quoted(table_column)} AS {cast})" if cast else quoted(table_column)
+        columns.append(f"{value} AS _lk{i}")
+    for column, kind in lookup.columns:
+        if column not in found:
+            raise refuse(
+                f"the table has no column {column!r} (lookup.columns)",
+                f"its columns: {sorted(found)}",
+            )
+        if found[column] not in _ACCEPTS[kind]:
+            raise refuse(
+                f"column {column!r} is {found[column]}, declared {kind}",
+                "declare the table's type in lookup.columns",
+            )
+        columns.append(f"CAST({quoted(column)} AS {SPARK_TYPES[kind]}) AS {quoted(column)}")
+    table = frame.selectExpr(*columns, f"true AS {_MATCHED}")
+    table = table.persist(StorageLevel.MEMORY_AND_DISK)
+    keys = [f"_lk{i}" for i in range(len(lookup.on))]
+    twice = table.groupBy(*keys).count().where("count > 1").limit(1).collect()
+    if twice:
+        shown = ", ".join(f"{t}={twice[0][i]!r}" for i, (_, t) in enumerate(lookup.on))
+        table.unpersist()
+        raise refuse(
+            f"the key {shown} is in {twice[0]['count']} rows",
+            "a lookup table holds one row per key",
+        )
+    _check_unchanged(spec, lookup, pin, refuse)  # what was read is what the plan pinned
+    return table
+
+
+def _check_unchanged(spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, refuse: Any) -> None:
+    now = open_store(pin.uri, s3=spec.s3).fingerprints("")
+    for key, print_ in pin.files:
+        if key not in now:
+            raise refuse(
+                f"pinned file {key} is gone",
+                "restore it; a rewind can join the tables as they are now instead (run "
+                "request lookup_versions: current)",
+            )
+        if now[key] != print_:
+            raise refuse(
+                f"pinned file {key} changed since the epoch was planned ({print_} -> {now[key]})",
+                "write a new table version as new files instead of rewriting them in place",
+            )
+
+
+def _spark_uri(uri: str) -> str:
+    from sluice.storage import to_spark_uri
+
+    return to_spark_uri(uri)
+
+
+def join_lookups(
+    frame: DataFrame, spec: PipelineSpec, tables: Mapping[str, DataFrame]
+) -> DataFrame:
+    """``frame`` (the records after ``select:``) with every lookup's columns, and ``_lookup``:
+    false where an inner lookup found no row (the record is then filtered out)."""
+    matched = []
+    for n, lookup in enumerate(spec.lookup):
+        table = tables[lookup.name]
+        marker = f"_lm{n}"
+        renamed = table.withColumnRenamed(_MATCHED, marker)
+        for i in range(len(lookup.on)):
+            renamed = renamed.withColumnRenamed(f"_lk{i}", f"_lk{n}_{i}")
+        condition = None
+        for i, (record_column, _) in enumerate(lookup.on):
+            equal = F.col(quoted(record_column)) == F.col(f"_lk{n}_{i}")
+            condition = equal if condition is None else condition & equal
+        frame = frame.join(F.broadcast(renamed), condition, "left")
+        frame = frame.drop(*[f"_lk{n}_{i}" for i in range(len(lookup.on))])
+        if lookup.how == "inner":
+            matched.append(f"{marker} IS NOT NULL")
+        else:
+            frame = frame.drop(marker)
+    inner = " AND ".join(matched) or "true"
+    frame = frame.selectExpr("*", f"{inner} AS _lookup")
+    return frame.drop(*[f"_lm{n}" for n, lk in enumerate(spec.lookup) if lk.how == "inner"])

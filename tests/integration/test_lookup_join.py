@@ -1,0 +1,303 @@
+"""Lookup (stream–table) joins, #36 item 1 (docs/joins.md): each click gets its user's country
+and tier from a Parquet table; the table version an epoch joins is the one its plan pinned,
+so a retry joins what the first attempt would have, whatever the table became since.
+
+The clicks come one JSON lines file per epoch; the table is a folder of Parquet files that
+the tests rewrite between epochs as a table writer would (new files, old ones removed).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from sluice.operators.exceptions import LookupTableError
+from sluice.operators.lookup import lookup_tables
+from sluice.protocol import (
+    RunRequest,
+    commit_epoch,
+    plan_epoch,
+    process_epoch,
+    run_until_drained,
+)
+from sluice.protocol.exceptions import ProtocolError
+from sluice.spec import parse_spec
+
+from tests.fixtures.pipelines import committed_rows, runtime
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2024, 1, 1)
+
+
+def _clicks(tmp_path: Path, name: str, users: list[str], second: int = 0) -> None:
+    """One file of clicks, the i-th ``second + i`` seconds after T0, of amount i + 1."""
+    folder = tmp_path / "in"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [
+        json.dumps(
+            {
+                "user": u,
+                "ts": (T0 + timedelta(seconds=second + i)).isoformat(),
+                "amount": float(i + 1),
+            }
+        )
+        for i, u in enumerate(users)
+    ]
+    (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _table(
+    tmp_path: Path,
+    name: str,
+    rows: dict[str, tuple[str, int]],
+    *,
+    drop: bool = True,
+    key_type: pa.DataType | None = None,
+) -> None:
+    """A new version of the users table: ``name``.parquet, the older files removed."""
+    folder = tmp_path / "users"
+    folder.mkdir(exist_ok=True)
+    if drop:
+        for old in folder.glob("*.parquet"):
+            old.unlink()
+    table = pa.table(
+        {
+            "user_id": pa.array([int(k) if key_type else k for k in rows], key_type or pa.string()),
+            "country": pa.array([c for c, _ in rows.values()], pa.string()),
+            "tier": pa.array([t for _, t in rows.values()], pa.int32()),
+        }
+    )
+    pq.write_table(table, folder / f"{name}.parquet")
+
+
+def _spec(tmp_path: Path, how: str = "left", **extra: Any) -> Any:
+    root = tmp_path.as_uri()
+    return parse_spec(
+        {
+            "name": "lookup",
+            "source": {
+                "type": "files",
+                "path": f"{root}/in",
+                "format": "jsonl",
+                "schema": {"user": "string", "ts": "timestamp", "amount": "double"},
+                "max_files_per_epoch": 1,
+            },
+            "event_time": {"column": "ts", "max_out_of_orderness": "5s"},
+            "lookup": [
+                {
+                    "name": "users",
+                    "table": {"type": "files", "path": f"{root}/users", "format": "parquet"},
+                    "on": {"user": "user_id"},
+                    "columns": {"country": "string", "tier": "int"},
+                    "how": how,
+                }
+            ],
+            "sinks": [{"name": "out", "type": "files", "path": f"{root}/out", "format": "jsonl"}],
+            "checkpoint": {"storage": f"{root}/ckpt"},
+            **extra,
+        }
+    )
+
+
+def _out(spec: Any) -> dict[str, tuple[Any, Any]]:
+    return {
+        f"{r['user']}@{r['amount']:g}": (r["country"], r["tier"])
+        for r in committed_rows(spec, "out")
+    }
+
+
+V1 = {"ann": ("de", 1), "bob": ("fr", 2)}
+V2 = {"ann": ("at", 3), "bob": ("fr", 2), "cat": ("it", 1)}
+
+
+def test_a_left_lookup_gives_each_record_its_row_and_nulls_where_there_is_none(
+    spark: Any, tmp_path: Path
+) -> None:
+    _table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann", "bob", "zed"])
+    spec = _spec(tmp_path)
+    assert spec.output_columns() == ("user", "ts", "amount", "country", "tier")
+    outcomes = run_until_drained(runtime(spec), spark)
+    assert _out(spec) == {"ann@1": ("de", 1), "bob@2": ("fr", 2), "zed@3": (None, None)}
+    assert outcomes[-1].checkpoint.result.stats.filtered == 0
+
+
+def test_an_inner_lookup_filters_out_records_without_a_row(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann", "zed", "bob", "zed"])
+    spec = _spec(tmp_path, "inner", filter="country <> 'fr'")  # the filter sees the columns
+    (outcome,) = run_until_drained(runtime(spec), spark)
+    assert _out(spec) == {"ann@1": ("de", 1)}
+    stats = outcome.checkpoint.result.stats
+    assert (stats.records_read, stats.filtered, stats.accepted) == (4, 3, 1)
+
+
+def test_each_epoch_joins_the_table_version_its_plan_pinned(spark: Any, tmp_path: Path) -> None:
+    """Epoch 2 is planned under v1 and the table becomes v2 before it runs (a retry after a
+    crash sees the same): it joins v1. Epoch 3, planned after, joins v2."""
+    _table(tmp_path, "v1", V1, drop=False)
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    _clicks(tmp_path, "a", ["ann"])
+    assert len(run_until_drained(rt, spark)) == 1
+    _clicks(tmp_path, "b", ["ann", "cat"], second=10)
+    plan = plan_epoch(rt)
+    assert plan is not None and plan.epoch == 2
+    assert dict(plan.tables)["users"].files[0][0] == "v1.parquet"
+    # v2 written beside v1, which stays until the epochs pinned to it are done
+    _table(tmp_path, "v2", V2, drop=False)
+    record = process_epoch(rt, spark, plan.epoch)
+    commit_epoch(rt, plan.epoch, record.attempt)
+    (tmp_path / "users" / "v1.parquet").unlink()
+    _clicks(tmp_path, "c", ["ann", "cat"], second=20)
+    (outcome,) = run_until_drained(rt, spark)
+    assert [k for k, _ in outcome.checkpoint.plan.tables[0][1].files] == ["v2.parquet"]
+    rows = {
+        (r["user"], r["ts"][17:19]): (r["country"], r["tier"]) for r in committed_rows(spec, "out")
+    }
+    assert rows == {
+        ("ann", "00"): ("de", 1),
+        ("ann", "10"): ("de", 1),  # planned under v1
+        ("cat", "11"): (None, None),
+        ("ann", "20"): ("at", 3),
+        ("cat", "21"): ("it", 1),
+    }
+
+
+def test_a_pinned_file_rewritten_in_place_is_refused_naming_it(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann"])
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    plan = plan_epoch(rt)
+    assert plan is not None
+    _table(tmp_path, "v1", V2)  # same name, other rows: the pinned version is lost
+    with pytest.raises(LookupTableError, match=r"epoch 1: lookup users .*v1\.parquet changed"):
+        process_epoch(rt, spark, plan.epoch)
+    assert committed_rows(spec, "out") == []
+
+
+def test_a_key_in_two_rows_is_refused_naming_the_key(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", V1)
+    _table(tmp_path, "v1b", {"bob": ("es", 9)}, drop=False)
+    _clicks(tmp_path, "a", ["ann"])
+    with pytest.raises(LookupTableError, match=r"the key user_id='bob' is in 2 rows"):
+        run_until_drained(runtime(_spec(tmp_path)), spark)
+
+
+def test_a_key_of_another_type_is_refused_naming_both_columns(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", {"1": ("de", 1)}, key_type=pa.int64())
+    _clicks(tmp_path, "a", ["ann"])
+    expected = r"key column 'user_id' is bigint, the record's 'user' is string"
+    with pytest.raises(LookupTableError, match=expected):
+        run_until_drained(runtime(_spec(tmp_path)), spark)
+
+
+def test_a_table_folder_without_files_is_refused_at_plan(spark: Any, tmp_path: Path) -> None:
+    _clicks(tmp_path, "a", ["ann"])
+    with pytest.raises(ProtocolError, match=r"lookup users: no parquet files under .*users"):
+        plan_epoch(runtime(_spec(tmp_path)))
+
+
+def test_a_warm_context_reads_an_unchanged_table_once(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann"])
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    plan = plan_epoch(rt)
+    assert plan is not None
+    pins = dict(plan.tables)
+    first = lookup_tables(spark, spec, pins, 1)["users"]
+    assert lookup_tables(spark, spec, pins, 2)["users"] is first  # no new read
+    _table(tmp_path, "v2", V2)
+    from sluice.protocol.plan import table_pins
+
+    newer = dict(table_pins(rt, 3))
+    assert newer["users"].version != pins["users"].version
+    second = lookup_tables(spark, spec, newer, 3)["users"]
+    assert second is not first
+    assert sorted(r["country"] for r in second.collect()) == ["at", "fr", "it"]
+
+
+def test_windows_can_key_and_aggregate_by_looked_up_columns(spark: Any, tmp_path: Path) -> None:
+    _table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann", "bob", "ann", "zed"])
+    _clicks(tmp_path, "b", ["bob"], second=69)  # 00:01:09: closes the first minute
+    root = tmp_path.as_uri()
+    spec = _spec(
+        tmp_path,
+        key_by=["country"],
+        window={"type": "tumbling", "size": "1m"},
+        aggregates={"n": "count(*)", "total": "sum(amount)", "best": "max(tier)"},
+        sinks=[{"name": "out", "type": "files", "path": f"{root}/out", "format": "jsonl"}],
+    )
+    run_until_drained(runtime(spec), spark)
+    rows = {r["country"]: (r["n"], r["total"], r["best"]) for r in committed_rows(spec, "out")}
+    assert rows == {"de": (2, 4.0, 1), "fr": (1, 2.0, 2), None: (1, 4.0, None)}
+
+
+def _rewind_to_1(rt: Any, spark: Any, **conf: Any) -> None:
+    """Rewind to checkpoint 1 (the run request the DAG's form sends), then run the replay."""
+    request = RunRequest.from_conf(rt.name, {"restore_from": "checkpoint", "epoch": 1, **conf})
+    plan = request.resolve(rt).plan(rt)
+    assert plan is not None and plan.retract_after == 1
+    record = process_epoch(rt, spark, plan.epoch)
+    commit_epoch(rt, plan.epoch, record.attempt)
+    run_until_drained(rt, spark)
+
+
+def _three_epochs_then_v2(spark: Any, tmp_path: Path) -> tuple[Any, Any]:
+    """Epochs 1 and 2 join v1, epoch 3 v2 (written beside v1: a pinned version is kept)."""
+    _table(tmp_path, "v1", V1, drop=False)
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    for name, second in (("a", 0), ("b", 10)):
+        _clicks(tmp_path, name, ["ann"], second)
+        run_until_drained(rt, spark)
+    _table(tmp_path, "v2", V2, drop=False)
+    (tmp_path / "users" / "v1.parquet").rename(tmp_path / "users" / "_v1.parquet")
+    _clicks(tmp_path, "c", ["ann"], 20)
+    (outcome,) = run_until_drained(rt, spark)
+    assert [k for k, _ in outcome.checkpoint.plan.tables[0][1].files] == ["v2.parquet"]
+    (tmp_path / "users" / "_v1.parquet").rename(tmp_path / "users" / "v1.parquet")
+    return spec, rt
+
+
+def _by_second(spec: Any) -> dict[str, Any]:
+    return {r["ts"][17:19]: r["country"] for r in committed_rows(spec, "out")}
+
+
+def test_a_rewind_replays_each_epoch_with_the_table_version_it_joined(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec, rt = _three_epochs_then_v2(spark, tmp_path)
+    assert _by_second(spec) == {"00": "de", "10": "de", "20": "at"}
+    _rewind_to_1(rt, spark)
+    assert _by_second(spec) == {"00": "de", "10": "de", "20": "at"}  # the same output again
+    replays = [rt.repo.plan(e) for e in (4, 5)]
+    assert [p.replays for p in replays if p] == [2, 3]
+
+
+def test_a_rewind_asked_for_current_versions_joins_the_table_as_it_is(
+    spark: Any, tmp_path: Path
+) -> None:
+    spec, rt = _three_epochs_then_v2(spark, tmp_path)
+    (tmp_path / "users" / "v1.parquet").unlink()
+    _rewind_to_1(rt, spark, lookup_versions="current")
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "at"}
+    assert [p.replays for e in (4, 5) if (p := rt.repo.plan(e))] == [None, None]
+
+
+def test_a_pinned_replay_whose_table_version_is_gone_is_refused_naming_the_way_out(
+    spark: Any, tmp_path: Path
+) -> None:
+    _, rt = _three_epochs_then_v2(spark, tmp_path)
+    (tmp_path / "users" / "v1.parquet").unlink()
+    with pytest.raises(LookupTableError, match=r"v1\.parquet is gone.*lookup_versions: current"):
+        _rewind_to_1(rt, spark)
