@@ -60,4 +60,4 @@ class LookupTableError(OperatorError):
             pipeline=pipeline,
             epoch=epoch,
         )
-        self.lookup, self.uri, self.problem = lookup, uri, problem
+        self.lookup, self.uri, self.problem, self.fix = lookup, uri, problem, fix
