@@ -21,7 +21,7 @@ from sluice.contracts.sources import SPARK_TYPES
 from sluice.jvm.context import context_cache
 from sluice.operators.base import quoted
 from sluice.operators.exceptions import LookupTableError
-from sluice.storage import open_store
+from sluice.storage import open_store, to_spark_uri
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,7 +88,7 @@ def _read(
 
     _check_unchanged(spec, lookup, pin, refuse)
     store = open_store(pin.uri, s3=spec.s3)
-    frame = spark.read.parquet(*[_spark_uri(store.uri(k)) for k, _ in pin.files])
+    frame = spark.read.parquet(*[to_spark_uri(store.uri(k)) for k, _ in pin.files])
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     record_types = spec.record_types()
     columns = []
@@ -123,6 +123,8 @@ def _read(
     table = frame.selectExpr(*columns, f"true AS {_MATCHED}")
     table = table.persist(StorageLevel.MEMORY_AND_DISK)
     keys = [f"_lk{i}" for i in range(len(lookup.on))]
+    # one Spark job per table version and Spark context (a warm process: once; a cold
+    # epoch: each time), not per epoch's records: it also fills the cache the broadcast reads
     twice = table.groupBy(*keys).count().where("count > 1").limit(1).collect()
     if twice:
         shown = ", ".join(f"{t}={twice[0][i]!r}" for i, (_, t) in enumerate(lookup.on))
@@ -149,12 +151,6 @@ def _check_unchanged(spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, refu
                 f"pinned file {key} changed since the epoch was planned ({print_} -> {now[key]})",
                 "write a new table version as new files instead of rewriting them in place",
             )
-
-
-def _spark_uri(uri: str) -> str:
-    from sluice.storage import to_spark_uri
-
-    return to_spark_uri(uri)
 
 
 def join_lookups(
