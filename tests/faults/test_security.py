@@ -51,7 +51,13 @@ def _problems(data: Any) -> dict[str, str]:
 
 
 def _files_under(path: Path) -> set[Path]:
-    return {p for p in path.rglob("*") if p.is_file()}
+    """What a write escaping ``path`` (this test's ``tmp_path``) could change: every file
+    under ``path``, and the names beside it. Not the files inside its siblings: they are
+    other tests' folders and this worker's services (SeaweedFS, Kafka, the Iceberg catalog,
+    ``sluice serve``), which write logs and data at any time — a whole-tree comparison failed
+    in CI when one did between the two scans. Every bad name here resolves under ``path``
+    or beside it (a new name in its parent), never into a sibling folder."""
+    return {p for p in path.rglob("*") if p.is_file()} | set(path.parent.iterdir())
 
 
 # -- path traversal --------------------------------------------------------------------------
@@ -75,10 +81,10 @@ def test_a_spec_built_in_code_with_a_bad_name_opens_no_storage(
     local_workspace: Workspace, tmp_path: Path, name: str
 ) -> None:
     spec = dataclasses.replace(parse_spec(click_spec_dict(local_workspace)), name=name)
-    before = _files_under(tmp_path.parent)
+    before = _files_under(tmp_path)
     with pytest.raises(SpecError, match="not a valid pipeline name"):
         runtime(spec)
-    assert _files_under(tmp_path.parent) == before
+    assert _files_under(tmp_path) == before
 
 
 EVIL_SAVEPOINTS = ["../../evil", "../evil", "a/b", "/etc/evil", ".hidden", "x\n", "a\\b", ""]
@@ -98,13 +104,13 @@ def test_the_cli_refuses_a_savepoint_name_that_could_escape(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     spec = _spec_file(local_workspace, tmp_path)
-    before = _files_under(tmp_path.parent)
+    before = _files_under(tmp_path)
     for extra in ([], ["--delete"]):
         assert cli_main(["savepoint", str(spec), name, *extra]) == 2
         err = capsys.readouterr().err
         assert "is not" in err or "a name is 1-100" in err, err
         assert "Traceback" not in err
-    assert _files_under(tmp_path.parent) == before
+    assert _files_under(tmp_path) == before
 
 
 def test_sluice_savepoint_dotdot_as_a_subprocess(
@@ -150,11 +156,11 @@ def test_sluice_run_restore_from_a_savepoint_path_is_refused(
     local_workspace: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = _spec_file(local_workspace, tmp_path)
-    before = _files_under(tmp_path.parent)
+    before = _files_under(tmp_path)
     args = ["run", str(spec), "--restore-from", "savepoint", "--savepoint", "../../evil"]
     assert cli_main(args) == 2
     assert "savepoint: '../../evil' is not a savepoint name" in capsys.readouterr().err
-    assert _files_under(tmp_path.parent) == before
+    assert _files_under(tmp_path) == before
 
 
 BAD_KEYS = ["../x", "a/../../x", "/etc/passwd", "a//b", "a\\..\\b", ".tmp-x", "a/\x00"]
