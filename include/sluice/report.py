@@ -40,9 +40,8 @@ def describe_spec(spec: PipelineSpec) -> Table:
     for lookup in spec.lookup:
         on = ", ".join(f"{c} = {t}" for c, t in lookup.on)
         added = ", ".join(f"{c}: {t}" for c, t in lookup.columns)
-        table.add_row(
-            f"lookup {lookup.name}", f"{lookup.how} join {lookup.path} on {on} -> {added}"
-        )
+        where = f"delta table {lookup.path}" if lookup.table_type == "delta" else lookup.path
+        table.add_row(f"lookup {lookup.name}", f"{lookup.how} join {where} on {on} -> {added}")
     keys = ", ".join(spec.key_by) or "(no key)"
     if spec.stateless:
         _describe_stateless(table, spec)

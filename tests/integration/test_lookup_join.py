@@ -76,8 +76,9 @@ def _table(
     pq.write_table(table, folder / f"{name}.parquet")
 
 
-def _spec(tmp_path: Path, how: str = "left", **extra: Any) -> Any:
+def _spec(tmp_path: Path, how: str = "left", table: Any = None, **extra: Any) -> Any:
     root = tmp_path.as_uri()
+    table = table or {"type": "files", "path": f"{root}/users", "format": "parquet"}
     return parse_spec(
         {
             "name": "lookup",
@@ -92,7 +93,7 @@ def _spec(tmp_path: Path, how: str = "left", **extra: Any) -> Any:
             "lookup": [
                 {
                     "name": "users",
-                    "table": {"type": "files", "path": f"{root}/users", "format": "parquet"},
+                    "table": table,
                     "on": {"user": "user_id"},
                     "columns": {"country": "string", "tier": "int"},
                     "how": how,
@@ -301,3 +302,55 @@ def test_a_pinned_replay_whose_table_version_is_gone_is_refused_naming_the_way_o
     (tmp_path / "users" / "v1.parquet").unlink()
     with pytest.raises(LookupTableError, match=r"v1\.parquet is gone.*lookup_versions: current"):
         _rewind_to_1(rt, spark)
+
+
+def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:
+    """A new version of the users table as a Delta table (the first write: version 0)."""
+    frame = spark.createDataFrame(
+        [(k, c, t) for k, (c, t) in rows.items()], "user_id string, country string, tier int"
+    )
+    frame.write.format("delta").mode("overwrite").save(str(tmp_path / "users_delta"))
+
+
+def test_a_delta_table_joins_the_version_each_plan_pinned_and_a_rewind_replays_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Epoch 2 is planned at Delta version 0 and runs after version 1 was committed: it joins
+    version 0, epoch 3 version 1. A rewind to checkpoint 1 replays epoch 2 at version 0 again;
+    asked for current versions, at version 1."""
+    _delta_table(spark, tmp_path, V1)
+    spec = _spec(tmp_path, table={"type": "delta", "path": f"{tmp_path.as_uri()}/users_delta"})
+    rt = runtime(spec)
+    _clicks(tmp_path, "a", ["ann"])
+    assert len(run_until_drained(rt, spark)) == 1
+    _clicks(tmp_path, "b", ["ann", "cat"], second=10)
+    plan = plan_epoch(rt)
+    assert plan is not None and plan.epoch == 2
+    pin = dict(plan.tables)["users"]
+    assert (pin.kind, pin.delta_version, len(pin.files)) == ("delta", 0, 1)
+    _delta_table(spark, tmp_path, V2)  # version 1
+    record = process_epoch(rt, spark, plan.epoch)
+    commit_epoch(rt, plan.epoch, record.attempt)
+    _clicks(tmp_path, "c", ["ann", "cat"], second=20)
+    (outcome,) = run_until_drained(rt, spark)
+    assert outcome.checkpoint.plan.tables[0][1].delta_version == 1
+
+    def rows() -> dict[tuple[str, str], Any]:
+        return {(r["user"], r["ts"][17:19]): r["country"] for r in committed_rows(spec, "out")}
+
+    first_run = {("ann", "00"): "de", ("ann", "10"): "de", ("cat", "11"): None,
+                 ("ann", "20"): "at", ("cat", "21"): "it"}  # fmt: skip
+    assert rows() == first_run
+    _rewind_to_1(rt, spark)
+    assert rows() == first_run
+    assert [p.replays for e in (4, 5) if (p := rt.repo.plan(e))] == [2, 3]
+    _rewind_to_1(rt, spark, lookup_versions="current")
+    assert rows() == {**first_run, ("ann", "10"): "at", ("cat", "11"): "it"}
+
+
+def test_a_delta_path_without_a_table_is_refused_at_plan(spark: Any, tmp_path: Path) -> None:
+    _clicks(tmp_path, "a", ["ann"])
+    (tmp_path / "users_delta").mkdir()
+    spec = _spec(tmp_path, table={"type": "delta", "path": f"{tmp_path.as_uri()}/users_delta"})
+    with pytest.raises(ProtocolError, match=r"lookup users: no Delta table \(no _delta_log/"):
+        plan_epoch(runtime(spec))

@@ -95,7 +95,7 @@ def test_a_later_lookup_may_key_on_an_earlier_ones_column(tmp_path: Path) -> Non
 def test_every_problem_of_a_lookup_is_named(tmp_path: Path) -> None:
     bad = {
         "name": "Users",
-        "table": {"type": "delta", "path": "", "format": "csv"},
+        "table": {"type": "hive", "path": "", "format": "csv"},
         "on": {"usr": "user_id", "url": "bad name"},
         "columns": {"amount": "double", "tier": "int8"},
         "how": "outer",
@@ -119,6 +119,20 @@ def test_every_problem_of_a_lookup_is_named(tmp_path: Path) -> None:
     assert by_field["lookup[0].on.usr"] == ("is not a record column", "did you mean 'user'?")
     assert by_field["lookup[0].columns.amount"][0] == "clashes with a record column"
     assert by_field["lookup[0].how"][0] == "'outer' is not a lookup join"
+
+
+def test_a_delta_table_is_a_path_without_a_format(tmp_path: Path) -> None:
+    table = {"type": "delta", "path": f"{tmp_path.as_uri()}/users"}
+    spec = parse_spec(body(tmp_path, [lookup(tmp_path, table=table)]))
+    assert (spec.lookup[0].table_type, spec.lookup[0].path) == ("delta", table["path"])
+    found = problems(body(tmp_path, [lookup(tmp_path, table={**table, "format": "parquet"})]))
+    assert found == [
+        (
+            "lookup[0].table.format",
+            "is not a field of this table type",
+            "a delta table's files are Parquet: remove format",
+        )
+    ]
 
 
 def test_lookups_named_twice_or_missing_their_parts_are_refused(tmp_path: Path) -> None:

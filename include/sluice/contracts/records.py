@@ -448,27 +448,44 @@ class SourceSlice:
 
 @dataclass(frozen=True)
 class TablePin:
-    """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan: the
-    table's files under ``uri`` and their fingerprints (``"<size>:<digest>"``, what
-    :meth:`~sluice.storage.ObjectStore.fingerprints` gives) when it was planned. A retry
-    reads exactly these files, and refuses to run if one of them changed."""
+    """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan. For a
+    folder of files (``kind`` files): the table's files under ``uri`` and their fingerprints
+    (``"<size>:<digest>"``, what :meth:`~sluice.storage.ObjectStore.fingerprints` gives) when
+    it was planned. For a Delta table (``kind`` delta): its newest commit then, the one file
+    ``_delta_log/<version>.json`` (a Delta version's log file is written once). A retry reads
+    exactly that version, and refuses to run if a pinned file changed or is gone."""
 
     uri: str
     files: tuple[tuple[str, str], ...]  # (key under uri, fingerprint), in key order
+    kind: str = "files"
 
     @property
     def version(self) -> str:
         """A short hash of the file set: equal pins, equal versions."""
-        canonical = json.dumps([self.uri, [list(f) for f in self.files]], separators=(",", ":"))
+        parts: list[Any] = [self.uri, [list(f) for f in self.files]]
+        if self.kind != "files":  # files pins keep the versions they had before kinds
+            parts.append(self.kind)
+        canonical = json.dumps(parts, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
+    @property
+    def delta_version(self) -> int:
+        """A delta pin's table version (the number its log file is named by)."""
+        [(key, _)] = self.files
+        return int(key.rsplit("/", 1)[-1].split(".", 1)[0])
+
     def to_dict(self) -> dict[str, Any]:
-        return {"uri": self.uri, "files": dict(self.files), "version": self.version}
+        body = {"uri": self.uri, "files": dict(self.files), "version": self.version}
+        if self.kind != "files":
+            body["kind"] = self.kind
+        return body
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TablePin:
         return cls(
-            str(data["uri"]), tuple(sorted((str(k), str(v)) for k, v in data["files"].items()))
+            str(data["uri"]),
+            tuple(sorted((str(k), str(v)) for k, v in data["files"].items())),
+            str(data.get("kind", "files")),
         )
 
 

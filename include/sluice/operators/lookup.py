@@ -86,9 +86,18 @@ def _read(
     def refuse(problem: str, fix: str) -> LookupTableError:
         return LookupTableError(spec.name, epoch, lookup.name, pin.uri, problem, fix)
 
+    if pin.kind != lookup.table_type:
+        raise refuse(
+            f"the epoch's plan pinned a {pin.kind} table, the spec names a {lookup.table_type} one",
+            "let this epoch commit under the spec it was planned with, then change the table",
+        )
     _check_unchanged(spec, lookup, pin, refuse)
     store = open_store(pin.uri, s3=spec.s3)
-    frame = spark.read.parquet(*[to_spark_uri(store.uri(k)) for k, _ in pin.files])
+    if pin.kind == "delta":
+        reader = spark.read.format("delta").option("versionAsOf", pin.delta_version)
+        frame = reader.load(to_spark_uri(store.root_uri))
+    else:
+        frame = spark.read.parquet(*[to_spark_uri(store.uri(k)) for k, _ in pin.files])
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     record_types = spec.record_types()
     columns = []
@@ -138,7 +147,11 @@ def _read(
 
 
 def _check_unchanged(spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, refuse: Any) -> None:
-    now = open_store(pin.uri, s3=spec.s3).fingerprints("")
+    store = open_store(pin.uri, s3=spec.s3)
+    if pin.kind == "files":
+        now = store.fingerprints("")
+    else:  # a Delta version's log file, not every file of the table
+        now = {k: p for key, _ in pin.files for k, p in store.fingerprints(key).items() if k == key}
     for key, print_ in pin.files:
         if key not in now:
             raise refuse(

@@ -14,6 +14,7 @@ monotonic; the epochs j+1..k are "rewound" from then on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from sluice.contracts.records import (
@@ -35,6 +36,8 @@ from sluice.sources.exceptions import UnreadableFileNames
 from sluice.storage import ObjectAlreadyExists, open_store
 
 __all__ = ["plan_epoch"]
+
+_DELTA_COMMIT = re.compile(r"^_delta_log/\d{20}\.json$")  # a Delta version's commit file
 
 
 def plan_epoch(
@@ -182,27 +185,39 @@ def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
 
 
 def table_pins(rt: Runtime, epoch: int) -> tuple[tuple[str, TablePin], ...]:
-    """The version of each lookup table a new plan joins (docs/joins.md): the table's data
-    files now, with their fingerprints (names starting with ``_`` or ``.`` are not data:
-    ``_SUCCESS``, a writer's ``_temporary``). A table without one is refused: a wrong path
-    would otherwise join every record to nothing."""
+    """The version of each lookup table a new plan joins (docs/joins.md). A folder of files:
+    its data files now, with their fingerprints (names starting with ``_`` or ``.`` are not
+    data: ``_SUCCESS``, a writer's ``_temporary``). A Delta table: its newest commit's log
+    file. A table without one is refused: a wrong path would otherwise join every record to
+    nothing."""
     pins = []
     for lookup in rt.spec.lookup:
         store = open_store(lookup.path, s3=rt.spec.s3)
-        suffix = f".{lookup.format}"
-        files = tuple(
-            sorted(
+        if lookup.table_type == "delta":
+            commits = sorted(i.key for i in store.list("_delta_log/") if _DELTA_COMMIT.match(i.key))
+            files = tuple(
                 (key, print_)
-                for key, print_ in store.fingerprints("").items()
-                if key.endswith(suffix) and not any(s[0] in "_." for s in key.split("/"))
+                for newest in commits[-1:]
+                for key, print_ in store.fingerprints(newest).items()
+                if key == newest
             )
-        )
+            what = "Delta table (no _delta_log/<version>.json)"
+        else:
+            suffix = f".{lookup.format}"
+            files = tuple(
+                sorted(
+                    (key, print_)
+                    for key, print_ in store.fingerprints("").items()
+                    if key.endswith(suffix) and not any(s[0] in "_." for s in key.split("/"))
+                )
+            )
+            what = f"{lookup.format} files"
         if not files:
             raise ProtocolError(
-                f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name}: no {lookup.format} "
-                f"files under {store.root_uri}; write the table there or fix lookup.path"
+                f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name}: no {what} under "
+                f"{store.root_uri}; write the table there or fix lookup.path"
             )
-        pins.append((lookup.name, TablePin(store.root_uri, files)))
+        pins.append((lookup.name, TablePin(store.root_uri, files, lookup.table_type)))
     return tuple(pins)
 
 

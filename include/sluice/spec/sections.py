@@ -26,6 +26,7 @@ from sluice.spec.model import (
     EXECUTION_MODES,
     LOOKUP_FORMATS,
     LOOKUP_JOINS,
+    LOOKUP_TABLES,
     NUMERIC_TYPES,
     SCHEMA_TYPES,
     AggregateSpec,
@@ -343,7 +344,7 @@ def lookups(
                 )
             )
         names.add(name)
-        path, form = _lookup_table(item.get("table"), f"{where}.table", found)
+        path, form, table_type = _lookup_table(item.get("table"), f"{where}.table", found)
         on = _lookup_on(item.get("on"), known, f"{where}.on", found)
         added = _lookup_columns(item.get("columns"), known, f"{where}.columns", found)
         how = item.get("how", "left")
@@ -357,30 +358,33 @@ def lookups(
             )
         known.update(added)
         if len(found) == before:
-            result.append(LookupSpec(str(name), path, on, tuple(added.items()), how, form))
+            result.append(
+                LookupSpec(str(name), path, on, tuple(added.items()), how, form, table_type)
+            )
     return tuple(result)
 
 
-def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str, Any]:
+def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str, Any, Any]:
     from sluice.storage import storage_uri_problem
 
-    example = "e.g. {type: files, path: data/users, format: parquet}"
+    example = "e.g. {type: files, path: data/users, format: parquet} or {type: delta, path: ...}"
     if not isinstance(value, dict):
         found.append(SpecProblem(where, "is required: the table to look up in", example))
-        return "", "parquet"
+        return "", "parquet", "files"
+    table_type = value.get("type", "files")
+    fields = ("type", "path") if table_type == "delta" else ("type", "path", "format")
     for key in value:
-        if key not in ("type", "path", "format"):
-            found.append(
-                SpecProblem(
-                    f"{where}.{key}", "is not a table field", "fields: ['type', 'path', 'format']"
-                )
-            )
-    if value.get("type", "files") != "files":
+        if key not in fields:
+            fix = f"fields: {list(fields)}"
+            if key == "format":
+                fix = "a delta table's files are Parquet: remove format"
+            found.append(SpecProblem(f"{where}.{key}", "is not a field of this table type", fix))
+    if table_type not in LOOKUP_TABLES:
         found.append(
             SpecProblem(
                 f"{where}.type",
-                f"{value.get('type')!r} is not a lookup table type",
-                "use files (a folder of Parquet files)",
+                f"{table_type!r} is not a lookup table type",
+                "use files (a folder of Parquet files) or delta (a Delta Lake table's path)",
             )
         )
     path = value.get("path")
@@ -396,7 +400,7 @@ def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str
                 f"use one of {list(LOOKUP_FORMATS)}",
             )
         )
-    return str(path or ""), form
+    return str(path or ""), form, table_type
 
 
 def _lookup_on(
