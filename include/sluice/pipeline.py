@@ -122,7 +122,7 @@ def open_runtime(
     roles.append(SinkRole(open_sink(spec.dead_letters, spec, ctx, "dead_letters"), "dead"))
     return Runtime(
         spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id,
-        lambda: operator_for(spec),
+        lambda: operator_for(spec), dict(ctx.connections),
     )  # fmt: skip
 
 

@@ -40,7 +40,7 @@ def describe_spec(spec: PipelineSpec) -> Table:
     for lookup in spec.lookup:
         on = ", ".join(f"{c} = {t}" for c, t in lookup.on)
         added = ", ".join(f"{c}: {t}" for c, t in lookup.columns)
-        where = f"delta table {lookup.path}" if lookup.table_type == "delta" else lookup.path
+        where = lookup.describe()
         table.add_row(f"lookup {lookup.name}", f"{lookup.how} join {where} on {on} -> {added}")
     keys = ", ".join(spec.key_by) or "(no key)"
     if spec.stateless:

@@ -45,6 +45,18 @@ def test_a_sink_connection_from_the_environment_reaches_the_engine(
     assert spec_connections(_spec(tmp_path)) == {"warehouse": "postgresql://u:secret@db:5432/dw"}
 
 
+def test_a_lookup_tables_connection_reaches_the_engine_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = click_spec_dict(Workspace("local", tmp_path.as_uri()))
+    table = {"type": "postgres", "connection": "App_DB", "table": "users"}
+    body["lookup"] = [
+        {"name": "users", "on": {"user": "user_id"}, "columns": {"tier": "int"}, "table": table}
+    ]
+    monkeypatch.setenv("SLUICE_CONN_APP_DB", "postgresql://u:secret@db:5432/app")
+    assert spec_connections(parse_spec(body)) == {"app_db": "postgresql://u:secret@db:5432/app"}
+
+
 def test_a_postgres_sink_asset_names_the_connection_id_not_its_secret(tmp_path: Path) -> None:
     spec = _spec(tmp_path)
     asset = sink_asset(spec, spec.sinks[1])

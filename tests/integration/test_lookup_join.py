@@ -217,9 +217,9 @@ def test_a_warm_context_reads_an_unchanged_table_once(spark: Any, tmp_path: Path
     first = lookup_tables(spark, spec, pins, 1)["users"]
     assert lookup_tables(spark, spec, pins, 2)["users"] is first  # no new read
     _table(tmp_path, "v2", V2)
-    from sluice.protocol.plan import table_pins
+    from sluice.protocol.lookups import table_pins
 
-    newer = dict(table_pins(rt, 3))
+    newer = dict(table_pins(rt, 3, None))
     assert newer["users"].version != pins["users"].version
     second = lookup_tables(spark, spec, newer, 3)["users"]
     assert second is not first
@@ -353,4 +353,76 @@ def test_a_delta_path_without_a_table_is_refused_at_plan(spark: Any, tmp_path: P
     (tmp_path / "users_delta").mkdir()
     spec = _spec(tmp_path, table={"type": "delta", "path": f"{tmp_path.as_uri()}/users_delta"})
     with pytest.raises(ProtocolError, match=r"lookup users: no Delta table \(no _delta_log/"):
+        plan_epoch(runtime(spec))
+
+
+def _pg_spec(tmp_path: Path, **extra: Any) -> Any:
+    table = {"type": "postgres", "connection": "app_db", "table": "public.users"}
+    return _spec(tmp_path, table=table, **extra)
+
+
+def _pg_users(server: Any, rows: dict[str, tuple[str, int]]) -> None:
+    """The users table holds exactly ``rows`` (one transaction)."""
+    values = ", ".join(f"('{k}', '{c}', {t})" for k, (c, t) in rows.items())
+    server.psql(f"BEGIN; DELETE FROM users; INSERT INTO users VALUES {values}; COMMIT", "lookups")
+
+
+@pytest.fixture
+def app_db(postgres_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Database ``lookups`` with a users table (key text, country text, tier smallint), as
+    connection ``app_db``."""
+    postgres_server.create_database("lookups")
+    postgres_server.psql(
+        "CREATE TABLE users (user_id text PRIMARY KEY, country text, tier smallint)", "lookups"
+    )
+    url = f"postgresql://postgres@{postgres_server.host}:{postgres_server.port}/lookups"
+    monkeypatch.setenv("SLUICE_CONN_APP_DB", url)
+    return postgres_server
+
+
+def test_a_postgres_table_is_copied_at_plan_time_and_each_epoch_joins_its_copy(
+    spark: Any, tmp_path: Path, app_db: Any
+) -> None:
+    """Epoch 2 is planned before the table changes and runs after: it joins the copy its plan
+    took. Epoch 3 joins the changed table; epoch 4, planned with the table unchanged, pins
+    epoch 3's copy again (no new copy). Retention (2 checkpoints kept) deletes the copies no
+    kept plan pins."""
+    _pg_users(app_db, V1)
+    spec = _pg_spec(tmp_path, checkpoint={"storage": f"{tmp_path.as_uri()}/ckpt", "retained": 2})
+    rt = runtime(spec)
+    _clicks(tmp_path, "a", ["ann"])
+    run_until_drained(rt, spark)
+    _clicks(tmp_path, "b", ["ann", "cat"], second=10)
+    plan = plan_epoch(rt)
+    assert plan is not None and plan.epoch == 2
+    pin2 = dict(plan.tables)["users"]
+    assert pin2.kind == "postgres" and pin2.uri.endswith("/ckpt/lookup/lookups/users")
+    _pg_users(app_db, V2)
+    record = process_epoch(rt, spark, plan.epoch)
+    commit_epoch(rt, plan.epoch, record.attempt)
+    for name, second in (("c", 20), ("d", 30)):
+        _clicks(tmp_path, name, ["ann", "cat"], second=second)
+        run_until_drained(rt, spark)
+    pins = {e: dict(p.tables)["users"] for e in (3, 4) if (p := rt.repo.plan(e))}
+    assert pins[3] == pins[4] != pin2  # unchanged: the same copy
+    rows = {(r["user"], r["ts"][17:19]): r["country"] for r in committed_rows(spec, "out")}
+    assert rows == {("ann", "00"): "de", ("ann", "10"): "de", ("cat", "11"): None,
+                    ("ann", "20"): "at", ("cat", "21"): "it",
+                    ("ann", "30"): "at", ("cat", "31"): "it"}  # fmt: skip
+    copies = sorted(
+        p.name for p in (tmp_path / "ckpt" / "lookup" / "lookups" / "users").glob("*.parquet")
+    )
+    assert copies == [pins[3].files[0][0]]  # epochs 1 and 2's copies retired with them
+
+
+def test_a_postgres_lookup_without_its_connection_or_table_is_refused_at_plan(
+    spark: Any, tmp_path: Path, app_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clicks(tmp_path, "a", ["ann"])
+    spec = _pg_spec(tmp_path)
+    app_db.psql("DROP TABLE users", "lookups")
+    with pytest.raises(ProtocolError, match=r"lookup users .*reading it failed: .*users"):
+        plan_epoch(runtime(spec))
+    monkeypatch.delenv("SLUICE_CONN_APP_DB")
+    with pytest.raises(ProtocolError, match=r"connection 'app_db' is not defined.*SLUICE_CONN_"):
         plan_epoch(runtime(spec))

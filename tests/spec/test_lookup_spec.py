@@ -135,6 +135,20 @@ def test_a_delta_table_is_a_path_without_a_format(tmp_path: Path) -> None:
     ]
 
 
+def test_a_postgres_table_is_a_connection_and_a_table_name(tmp_path: Path) -> None:
+    table = {"type": "postgres", "connection": "App_DB", "table": "public.users"}
+    [spec] = parse_spec(body(tmp_path, [lookup(tmp_path, table=table)])).lookup
+    assert (spec.table_type, spec.connection, spec.table) == ("postgres", "app_db", "public.users")
+    assert spec.describe() == "postgres table public.users via app_db"
+    bad = {"type": "postgres", "path": "x", "table": "users; drop table x"}
+    found = problems(body(tmp_path, [lookup(tmp_path, table=bad)]))
+    assert [(f, p) for f, p, _ in found] == [
+        ("lookup[0].table.path", "is not a field of this table type"),
+        ("lookup[0].table.connection", "is required"),
+        ("lookup[0].table.table", "'users; drop table x' is not a table name"),
+    ]
+
+
 def test_lookups_named_twice_or_missing_their_parts_are_refused(tmp_path: Path) -> None:
     found = problems(
         body(

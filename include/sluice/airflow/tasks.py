@@ -69,13 +69,15 @@ def runtime_for(spec_path: str, run_id: str | None) -> Runtime:
 
 
 def spec_connections(spec: PipelineSpec) -> dict[str, str]:
-    """URIs of the connections the spec's sinks and source name: from ``SLUICE_CONN_<ID>`` /
-    ``AIRFLOW_CONN_<ID>`` first, else from Airflow's connections (metadata DB or secrets
-    backend). A missing one is left out; the sink or source then fails with what to define."""
+    """URIs of the connections the spec's sinks, source and lookup tables name: from
+    ``SLUICE_CONN_<ID>`` / ``AIRFLOW_CONN_<ID>`` first, else from Airflow's connections
+    (metadata DB or secrets backend). A missing one is left out; the sink, source or plan
+    then fails with what to define."""
     env = connections_from_env(os.environ)
     found: dict[str, str] = {}
     parts = (spec.source, *spec.sinks, spec.late_records, spec.dead_letters)
     ids = [conn_id for part in parts for conn_id in part.connection_ids()]
+    ids += [lookup.connection for lookup in spec.lookup if lookup.connection]
     for conn_id in ids:
         if conn_id is None or conn_id in found:
             continue

@@ -10,6 +10,7 @@ __all__ = [
     "attempts_prefix",
     "checkpoint_key",
     "epoch_of",
+    "lookup_copy_key",
     "plan_key",
     "retired_key",
     "savepoint_key",
@@ -20,11 +21,14 @@ __all__ = [
 EPOCHS = "epochs/"
 STATE = "state/"
 RETIRED = "retired/"
+# copies of database lookup tables taken at plan time (docs/joins.md), by lookup name
+LOOKUPS = "lookups/"
 SAVEPOINTS = "savepoints/"
 # The last refused run request (kept for operators: the monitor shows it).
 LAST_REFUSAL = "refusals/last.json"
 _EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
 _STATE_KEY = re.compile(r"^state/(\d{12})-")
+_LOOKUP_COPY_KEY = re.compile(r"^lookups/[a-z0-9_]+/(\d{12})-[0-9a-f]{16}\.parquet$")
 _RETIRED_KEY = re.compile(r"^retired/(\d{12})\.json$")
 # a savepoint name: what a person types, safe as one object-key segment
 SAVEPOINT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")  # "$" allows a final "\n"
@@ -80,3 +84,15 @@ def retired_of(key: str) -> int | None:
 
 def savepoint_key(name: str) -> str:
     return f"{SAVEPOINTS}{name}.json"
+
+
+def lookup_copy_key(lookup: str, epoch: int, digest: str) -> str:
+    """The copy of lookup ``lookup``'s table the plan of ``epoch`` took (``digest``: of its
+    bytes; a later plan finding the same bytes pins this copy again)."""
+    return f"{LOOKUPS}{lookup}/{epoch:012d}-{digest[:16]}.parquet"
+
+
+def lookup_copy_epoch(key: str) -> int | None:
+    """The epoch whose plan took the lookup table copy ``key`` (None: not a copy's key)."""
+    match = _LOOKUP_COPY_KEY.match(key)
+    return int(match.group(1)) if match else None

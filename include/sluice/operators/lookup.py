@@ -62,7 +62,7 @@ def lookup_tables(
                 spec.name,
                 epoch,
                 lookup.name,
-                lookup.path,
+                lookup.path or lookup.describe(),
                 "the epoch's plan pins no version of it (planned before the lookup was added)",
                 "let this epoch commit under the spec it was planned with, then add the lookup",
             )

@@ -14,7 +14,6 @@ monotonic; the epochs j+1..k are "rewound" from then on.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from sluice.contracts.records import (
@@ -24,20 +23,18 @@ from sluice.contracts.records import (
     StateMigration,
     StateRef,
     StateShape,
-    TablePin,
     WatermarkState,
 )
 from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
+from sluice.protocol.lookups import table_pins
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import compare_shapes
 from sluice.sources.exceptions import UnreadableFileNames
-from sluice.storage import ObjectAlreadyExists, open_store
+from sluice.storage import ObjectAlreadyExists
 
 __all__ = ["plan_epoch"]
-
-_DELTA_COMMIT = re.compile(r"^_delta_log/\d{20}\.json$")  # a Delta version's commit file
 
 
 def plan_epoch(
@@ -90,7 +87,7 @@ def plan_epoch(
     plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
     if plan is not None and rt.spec.lookup:
         replay = _replaying(rt, base, plan) if lookup_versions == "pinned" else None
-        plan = replay or replace(plan, tables=table_pins(rt, epoch))
+        plan = replay or replace(plan, tables=table_pins(rt, epoch, base))
     if plan is None and base is not latest:
         assert base is not None
         raise ProtocolError(
@@ -182,43 +179,6 @@ def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
         return None  # the replayed epoch had no such lookup
     tables = tuple((lk.name, pinned[lk.name]) for lk in rt.spec.lookup)
     return replace(plan, tables=tables, replays=original.epoch)
-
-
-def table_pins(rt: Runtime, epoch: int) -> tuple[tuple[str, TablePin], ...]:
-    """The version of each lookup table a new plan joins (docs/joins.md). A folder of files:
-    its data files now, with their fingerprints (names starting with ``_`` or ``.`` are not
-    data: ``_SUCCESS``, a writer's ``_temporary``). A Delta table: its newest commit's log
-    file. A table without one is refused: a wrong path would otherwise join every record to
-    nothing."""
-    pins = []
-    for lookup in rt.spec.lookup:
-        store = open_store(lookup.path, s3=rt.spec.s3)
-        if lookup.table_type == "delta":
-            commits = sorted(i.key for i in store.list("_delta_log/") if _DELTA_COMMIT.match(i.key))
-            files = tuple(
-                (key, print_)
-                for newest in commits[-1:]
-                for key, print_ in store.fingerprints(newest).items()
-                if key == newest
-            )
-            what = "Delta table (no _delta_log/<version>.json)"
-        else:
-            suffix = f".{lookup.format}"
-            files = tuple(
-                sorted(
-                    (key, print_)
-                    for key, print_ in store.fingerprints("").items()
-                    if key.endswith(suffix) and not any(s[0] in "_." for s in key.split("/"))
-                )
-            )
-            what = f"{lookup.format} files"
-        if not files:
-            raise ProtocolError(
-                f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name}: no {what} under "
-                f"{store.root_uri}; write the table there or fix lookup.path"
-            )
-        pins.append((lookup.name, TablePin(store.root_uri, files, lookup.table_type)))
-    return tuple(pins)
 
 
 def _migration(rt: Runtime, stored: StateShape, epoch: int, allow: bool) -> StateMigration:

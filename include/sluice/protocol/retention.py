@@ -16,7 +16,8 @@ epoch below ``F = L - R + 1`` is retired:
    (``abort_others``), its state parts that no kept checkpoint reads (a kept checkpoint's
    base and deltas may be older than ``F``: sluice.state), each part's folder whole (hidden
    files too), then its documents (plan, attempts, checkpoint, marker), the checkpoint last;
-4. delete the marks lower than ``F``.
+4. delete the database lookup table copies no kept plan pins (:mod:`sluice.protocol.lookups`);
+5. delete the marks lower than ``F``.
 
 Never deleted: the latest checkpoint (``R >= 1``), the ``R - 1`` before it (so the next epoch,
 in flight or not, has the state and plan it starts from), and any checkpoint a savepoint
@@ -31,6 +32,7 @@ savepoint never points at nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sluice.contracts import layout
@@ -97,6 +99,8 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
         owner = layout.state_epoch_of(folder)
         if owner is not None and owner < below and owner not in kept and owner not in listed:
             report.objects_deleted += _delete_state(rt, folder)
+    if any(lookup.table_type == "postgres" for lookup in rt.spec.lookup):
+        report.objects_deleted += _delete_stale_copies(rt, below, latest, listed, kept)
     for mark in rt.repo.retired_marks():
         if mark < below:
             rt.repo.delete_retired_mark(mark)
@@ -104,6 +108,25 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     for role in rt.sinks:
         role.sink.forget_through(min([below, *kept]))
     return report
+
+
+def _delete_stale_copies(
+    rt: Runtime, below: int, latest: int, listed: Iterable[int], kept: set[int]
+) -> int:
+    """Delete the database lookup table copies no plan that may still run pins: the kept
+    checkpoints', the savepoints' and the next epoch's (planned, or being planned: a copy it
+    takes is named by its epoch, above ``below``)."""
+    from sluice.protocol.lookups import stale_copies
+
+    plans = [
+        plan
+        for epoch in sorted({e for e in listed if e >= below} | kept | {latest + 1})
+        if (plan := rt.repo.plan(epoch)) is not None
+    ]
+    doomed = stale_copies(rt, below, plans)
+    for key in doomed:
+        rt.repo.store.delete(key)
+    return len(doomed)
 
 
 def _referenced_parts(rt: Runtime, epochs: list[int]) -> set[str]:

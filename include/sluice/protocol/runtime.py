@@ -7,7 +7,7 @@ reads the wall clock, a random source or the environment on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,8 @@ class Runtime:
     run_id: str | None = None
     # the spec's operator, made on first use (plan and commit never need one)
     operator: Callable[[], Operator[PipelineSpec]] = field(default=lambda: _no_operator())
+    # connection URIs by id, for what the protocol itself reaches (a postgres lookup table)
+    connections: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -344,7 +344,7 @@ def lookups(
                 )
             )
         names.add(name)
-        path, form, table_type = _lookup_table(item.get("table"), f"{where}.table", found)
+        path, form, table_type, db = _lookup_table(item.get("table"), f"{where}.table", found)
         on = _lookup_on(item.get("on"), known, f"{where}.on", found)
         added = _lookup_columns(item.get("columns"), known, f"{where}.columns", found)
         how = item.get("how", "left")
@@ -359,24 +359,31 @@ def lookups(
         known.update(added)
         if len(found) == before:
             result.append(
-                LookupSpec(str(name), path, on, tuple(added.items()), how, form, table_type)
+                LookupSpec(str(name), path, on, tuple(added.items()), how, form, table_type, *db)
             )
     return tuple(result)
 
 
-def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str, Any, Any]:
+_TABLE_FIELDS = {"files": ("type", "path", "format"), "delta": ("type", "path"),
+                 "postgres": ("type", "connection", "table")}  # fmt: skip
+_SQL_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?\Z")
+
+
+def _lookup_table(
+    value: Any, where: str, found: list[SpecProblem]
+) -> tuple[str, Any, Any, tuple[str | None, str | None]]:
     from sluice.storage import storage_uri_problem
 
     example = "e.g. {type: files, path: data/users, format: parquet} or {type: delta, path: ...}"
     if not isinstance(value, dict):
         found.append(SpecProblem(where, "is required: the table to look up in", example))
-        return "", "parquet", "files"
+        return "", "parquet", "files", (None, None)
     table_type = value.get("type", "files")
-    fields = ("type", "path") if table_type == "delta" else ("type", "path", "format")
+    fields = _TABLE_FIELDS.get(table_type, ("type", "path", "format"))
     for key in value:
         if key not in fields:
             fix = f"fields: {list(fields)}"
-            if key == "format":
+            if key == "format" and table_type == "delta":
                 fix = "a delta table's files are Parquet: remove format"
             found.append(SpecProblem(f"{where}.{key}", "is not a field of this table type", fix))
     if table_type not in LOOKUP_TABLES:
@@ -384,9 +391,12 @@ def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str
             SpecProblem(
                 f"{where}.type",
                 f"{table_type!r} is not a lookup table type",
-                "use files (a folder of Parquet files) or delta (a Delta Lake table's path)",
+                "use files (a folder of Parquet files), delta (a Delta Lake table's path) or "
+                "postgres (a table a connection reaches)",
             )
         )
+    if table_type == "postgres":
+        return "", "parquet", table_type, _database_table(value, where, found)
     path = value.get("path")
     problem = storage_uri_problem(path) if isinstance(path, str) and path.strip() else "is required"
     if problem is not None:
@@ -400,7 +410,29 @@ def _lookup_table(value: Any, where: str, found: list[SpecProblem]) -> tuple[str
                 f"use one of {list(LOOKUP_FORMATS)}",
             )
         )
-    return str(path or ""), form, table_type
+    return str(path or ""), form, table_type, (None, None)
+
+
+def _database_table(
+    value: dict[str, Any], where: str, found: list[SpecProblem]
+) -> tuple[str | None, str | None]:
+    connection, table = value.get("connection"), value.get("table")
+    if not isinstance(connection, str) or not NAME_RE.match(connection.lower()):
+        problem = "is required" if connection is None else f"{connection!r} is not a connection id"
+        found.append(
+            SpecProblem(
+                f"{where}.connection",
+                problem,
+                "a connection id whose URI is the database, e.g. app_db (postgresql://...)",
+            )
+        )
+    if not isinstance(table, str) or not _SQL_TABLE.match(table):
+        problem = "is required" if table is None else f"{table!r} is not a table name"
+        found.append(SpecProblem(f"{where}.table", problem, "[schema.]table, e.g. public.users"))
+    return (
+        connection.lower() if isinstance(connection, str) else None,
+        table if isinstance(table, str) else None,
+    )
 
 
 def _lookup_on(

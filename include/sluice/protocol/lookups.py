@@ -1,0 +1,213 @@
+"""The version of each lookup table a new plan joins (docs/joins.md, "Table types").
+
+==========  ===========================================================================
+files       the folder's data files now, with their fingerprints (names starting with
+            ``_`` or ``.`` are not data: ``_SUCCESS``, a writer's ``_temporary``)
+delta       the newest commit: ``_delta_log/<version>.json`` with its fingerprint
+postgres    a copy of the table's key and declared columns, taken now into the checkpoint
+            store (``lookups/<lookup>/<epoch>-<digest>.parquet``); when its bytes equal the
+            copy the plan this one starts from pinned, that copy is pinned again
+==========  ===========================================================================
+
+A table without a version (an empty folder, no Delta log, no such database table) is
+refused: a wrong path would otherwise join every record to nothing. Copies no kept plan pins
+are deleted by retention (:func:`stale_copies`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import re
+from typing import TYPE_CHECKING, Any
+
+from sluice.contracts import layout
+from sluice.contracts.records import Checkpoint, Plan, TablePin
+from sluice.protocol.exceptions import ProtocolError
+from sluice.storage import ObjectAlreadyExists, open_store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from sluice.protocol.runtime import Runtime
+    from sluice.spec.model import LookupSpec
+
+__all__ = ["stale_copies", "table_pins"]
+
+_DELTA_COMMIT = re.compile(r"^_delta_log/\d{20}\.json$")  # a Delta version's commit file
+# the PostgreSQL type each declared type is read as (the copy then holds exactly that type)
+_SQL_TYPES = {
+    "string": "text",
+    "int": "integer",
+    "long": "bigint",
+    "double": "double precision",
+    "float": "real",
+    "boolean": "boolean",
+    "timestamp": "timestamptz",
+    "date": "date",
+}
+
+
+def table_pins(
+    rt: Runtime, epoch: int, base: Checkpoint | None
+) -> tuple[tuple[str, TablePin], ...]:
+    """Each lookup's pin for the new plan of ``epoch`` (``base``: the checkpoint it starts
+    from, whose copies an unchanged database table reuses)."""
+    before = dict(base.plan.tables) if base is not None else {}
+    pins = []
+    for lookup in rt.spec.lookup:
+        if lookup.table_type == "postgres":
+            pin = _copy(rt, lookup, epoch, before.get(lookup.name))
+        else:
+            pin = _storage_pin(rt, lookup, epoch)
+        pins.append((lookup.name, pin))
+    return tuple(pins)
+
+
+def _storage_pin(rt: Runtime, lookup: LookupSpec, epoch: int) -> TablePin:
+    store = open_store(lookup.path, s3=rt.spec.s3)
+    if lookup.table_type == "delta":
+        commits = sorted(i.key for i in store.list("_delta_log/") if _DELTA_COMMIT.match(i.key))
+        files = tuple(
+            (key, print_)
+            for newest in commits[-1:]
+            for key, print_ in store.fingerprints(newest).items()
+            if key == newest
+        )
+        what = "Delta table (no _delta_log/<version>.json)"
+    else:
+        suffix = f".{lookup.format}"
+        files = tuple(
+            sorted(
+                (key, print_)
+                for key, print_ in store.fingerprints("").items()
+                if key.endswith(suffix) and not any(s[0] in "_." for s in key.split("/"))
+            )
+        )
+        what = f"{lookup.format} files"
+    if not files:
+        raise ProtocolError(
+            f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name}: no {what} under "
+            f"{store.root_uri}; write the table there or fix lookup.path"
+        )
+    return TablePin(store.root_uri, files, lookup.table_type)
+
+
+def _copy(rt: Runtime, lookup: LookupSpec, epoch: int, before: TablePin | None) -> TablePin:
+    """Copy the table's key and declared columns into the checkpoint store (or pin the copy
+    ``before`` when the bytes are the same)."""
+    data = _copy_bytes(rt, lookup, epoch)
+    digest = hashlib.sha256(data).hexdigest()
+    store = rt.repo.store.child(f"{layout.LOOKUPS}{lookup.name}")
+    if before is not None and before.kind == "postgres" and before.uri == store.root_uri:
+        [(key, _)] = before.files
+        if key.endswith(f"-{digest[:16]}.parquet"):
+            return before  # an unchanged table: the copy the last plan pinned
+    key = layout.lookup_copy_key(lookup.name, epoch, digest).removeprefix(
+        f"{layout.LOOKUPS}{lookup.name}/"
+    )
+    # an earlier try of this plan may have written the same bytes under the same key
+    with contextlib.suppress(ObjectAlreadyExists):
+        store.put_if_absent(key, data)
+    [(found, print_)] = [(k, p) for k, p in store.fingerprints(key).items() if k == key]
+    return TablePin(store.root_uri, ((found, print_),), "postgres")
+
+
+def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
+    """The table's rows as Parquet: the ``on`` table columns (as the record columns' types),
+    then the declared columns (as declared), ordered by the key."""
+    import psycopg2
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from psycopg2 import sql
+
+    def refuse(problem: str, fix: str) -> ProtocolError:
+        return ProtocolError(
+            f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name} "
+            f"(postgres table {lookup.table} via {lookup.connection}): {problem}; {fix}"
+        )
+
+    url = rt.connections.get(lookup.connection or "")
+    if url is None:
+        raise refuse(
+            f"connection {lookup.connection!r} is not defined",
+            f"define it (Airflow connection, or SLUICE_CONN_{str(lookup.connection).upper()}"
+            "=postgresql://user:password@host:5432/db)",
+        )
+    record_types = rt.spec.record_types()
+    wanted = _unique(
+        [(t, record_types.get(r, "derived")) for r, t in lookup.on] + list(lookup.columns)
+    )
+    columns = []
+    for name, kind in wanted:
+        value: Any = sql.Identifier(name)
+        if kind in _SQL_TYPES:
+            value = sql.SQL("CAST({} AS {})").format(value, sql.SQL(_SQL_TYPES[kind]))
+        columns.append(sql.SQL("{} AS {}").format(value, sql.Identifier(name)))
+    keys = sql.SQL(", ").join(sql.Identifier(t) for _, t in lookup.on)
+    table = sql.SQL(".").join(sql.Identifier(p) for p in str(lookup.table).split("."))
+    query = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
+        sql.SQL(", ").join(columns), table, keys
+    )
+    try:
+        conn = psycopg2.connect(url, connect_timeout=30)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(query)
+                rows = cur.fetchall()
+        finally:
+            conn.close()
+    except psycopg2.Error as exc:
+        lines = str(exc).strip().splitlines()
+        detail = lines[0] if lines else type(exc).__name__
+        raise refuse(f"reading it failed: {detail}", "check the table and its columns") from None
+    arrow = _arrow_types()
+    arrays = {
+        name: pa.array([row[i] for row in rows], arrow.get(kind))
+        for i, (name, kind) in enumerate(wanted)
+    }
+    sink = io.BytesIO()
+    pq.write_table(pa.table(arrays), sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _unique(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for name, kind in pairs:
+        seen.setdefault(name, kind)
+    return list(seen.items())
+
+
+def stale_copies(rt: Runtime, below: int, plans: Iterable[Plan]) -> list[str]:
+    """The table copies (keys under the checkpoint store) taken by plans below ``below`` that
+    none of ``plans`` (every plan that may still run or be replayed) pins."""
+    pinned = {
+        f"{layout.LOOKUPS}{name}/{key}"
+        for plan in plans
+        for name, pin in plan.tables
+        if pin.kind == "postgres"
+        for key, _ in pin.files
+    }
+    return [
+        info.key
+        for info in rt.repo.store.list(layout.LOOKUPS)
+        if (owner := layout.lookup_copy_epoch(info.key)) is not None
+        and owner < below
+        and info.key not in pinned
+    ]
+
+
+def _arrow_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "double": pa.float64(),
+        "float": pa.float32(),
+        "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+        "date": pa.date32(),
+    }
