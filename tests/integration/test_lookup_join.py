@@ -9,6 +9,7 @@ the tests rewrite between epochs as a table writer would (new files, old ones re
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -312,14 +313,48 @@ def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -
     frame.write.format("delta").mode("overwrite").save(str(tmp_path / "users_delta"))
 
 
-def test_a_delta_table_joins_the_version_each_plan_pinned_and_a_rewind_replays_it(
-    spark: Any, tmp_path: Path
+def _iceberg_table(tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:
+    """A new snapshot of Iceberg table lake.users (a SQLite catalog; created the first time)."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from sluice.storage.catalogs import open_catalog
+
+    catalog = open_catalog(f"sqlite:///{tmp_path}/catalog.db", str(tmp_path / "warehouse"), None)
+    data = pa.table(
+        {
+            "user_id": pa.array(list(rows), pa.string()),
+            "country": pa.array([c for c, _ in rows.values()], pa.string()),
+            "tier": pa.array([t for _, t in rows.values()], pa.int32()),
+        }
+    )
+    try:
+        catalog.load_table(("lake", "users")).overwrite(data)
+    except NoSuchTableError:
+        catalog.create_namespace_if_not_exists("lake")
+        catalog.create_table(("lake", "users"), schema=data.schema).append(data)
+
+
+@pytest.fixture(params=["delta", "iceberg"])
+def versioned_table(
+    request: pytest.FixtureRequest, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, str], Callable[[dict[str, tuple[str, int]]], None]]:
+    """A table type whose versions the table keeps: its spec, and how to write a version."""
+    if request.param == "delta":
+        spec = {"type": "delta", "path": f"{tmp_path.as_uri()}/users_delta"}
+        return spec, lambda rows: _delta_table(spark, tmp_path, rows)
+    monkeypatch.setenv("SLUICE_CONN_LAKE", f"sqlite:///{tmp_path}/catalog.db")
+    spec = {"type": "iceberg", "connection": "lake", "table": "lake.users"}
+    return spec, lambda rows: _iceberg_table(tmp_path, rows)
+
+
+def test_a_versioned_table_joins_the_version_each_plan_pinned_and_a_rewind_replays_it(
+    spark: Any, tmp_path: Path, versioned_table: Any
 ) -> None:
-    """Epoch 2 is planned at Delta version 0 and runs after version 1 was committed: it joins
-    version 0, epoch 3 version 1. A rewind to checkpoint 1 replays epoch 2 at version 0 again;
-    asked for current versions, at version 1."""
-    _delta_table(spark, tmp_path, V1)
-    spec = _spec(tmp_path, table={"type": "delta", "path": f"{tmp_path.as_uri()}/users_delta"})
+    """Delta and Iceberg: epoch 2 is planned at the first version and runs after the second
+    was committed: it joins the first, epoch 3 the second. A rewind to checkpoint 1 replays
+    epoch 2 at the first version again; asked for current versions, at the second."""
+    table, write = versioned_table
+    write(V1)
+    spec = _spec(tmp_path, table=table)
     rt = runtime(spec)
     _clicks(tmp_path, "a", ["ann"])
     assert len(run_until_drained(rt, spark)) == 1
@@ -327,13 +362,15 @@ def test_a_delta_table_joins_the_version_each_plan_pinned_and_a_rewind_replays_i
     plan = plan_epoch(rt)
     assert plan is not None and plan.epoch == 2
     pin = dict(plan.tables)["users"]
-    assert (pin.kind, pin.delta_version, len(pin.files)) == ("delta", 0, 1)
-    _delta_table(spark, tmp_path, V2)  # version 1
+    assert (pin.kind, len(pin.files)) == (table["type"], 1)
+    write(V2)
     record = process_epoch(rt, spark, plan.epoch)
     commit_epoch(rt, plan.epoch, record.attempt)
     _clicks(tmp_path, "c", ["ann", "cat"], second=20)
     (outcome,) = run_until_drained(rt, spark)
-    assert outcome.checkpoint.plan.tables[0][1].delta_version == 1
+    assert outcome.checkpoint.plan.tables[0][1] != pin
+    if table["type"] == "delta":
+        assert (pin.delta_version, outcome.checkpoint.plan.tables[0][1].delta_version) == (0, 1)
 
     def rows() -> dict[tuple[str, str], Any]:
         return {(r["user"], r["ts"][17:19]): r["country"] for r in committed_rows(spec, "out")}
@@ -346,6 +383,16 @@ def test_a_delta_table_joins_the_version_each_plan_pinned_and_a_rewind_replays_i
     assert [p.replays for e in (4, 5) if (p := rt.repo.plan(e))] == [2, 3]
     _rewind_to_1(rt, spark, lookup_versions="current")
     assert rows() == {**first_run, ("ann", "10"): "at", ("cat", "11"): "it"}
+
+
+def test_an_iceberg_lookup_whose_table_is_missing_is_refused_at_plan(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clicks(tmp_path, "a", ["ann"])
+    monkeypatch.setenv("SLUICE_CONN_LAKE", f"sqlite:///{tmp_path}/catalog.db")
+    spec = _spec(tmp_path, table={"type": "iceberg", "connection": "lake", "table": "lake.nope"})
+    with pytest.raises(ProtocolError, match=r"lookup users \(iceberg table lake.nope via lake\)"):
+        plan_epoch(runtime(spec))
 
 
 def test_a_delta_path_without_a_table_is_refused_at_plan(spark: Any, tmp_path: Path) -> None:

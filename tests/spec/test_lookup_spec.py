@@ -149,6 +149,16 @@ def test_a_postgres_table_is_a_connection_and_a_table_name(tmp_path: Path) -> No
     ]
 
 
+def test_an_iceberg_table_is_a_catalog_connection_and_a_namespaced_name(tmp_path: Path) -> None:
+    table = {"type": "iceberg", "connection": "lake", "table": "dim.eu.users"}
+    [spec] = parse_spec(body(tmp_path, [lookup(tmp_path, table=table)])).lookup
+    assert spec.describe() == "iceberg table dim.eu.users via lake"
+    found = problems(body(tmp_path, [lookup(tmp_path, table={**table, "table": "users"})]))
+    assert found == [
+        ("lookup[0].table.table", "'users' is not a table name", "namespace.table, e.g. lake.users")
+    ]
+
+
 def test_lookups_named_twice_or_missing_their_parts_are_refused(tmp_path: Path) -> None:
     found = problems(
         body(

@@ -452,8 +452,10 @@ class TablePin:
     folder of files (``kind`` files): the table's files under ``uri`` and their fingerprints
     (``"<size>:<digest>"``, what :meth:`~sluice.storage.ObjectStore.fingerprints` gives) when
     it was planned. For a Delta table (``kind`` delta): its newest commit then, the one file
-    ``_delta_log/<version>.json`` (a Delta version's log file is written once). A retry reads
-    exactly that version, and refuses to run if a pinned file changed or is gone."""
+    ``_delta_log/<version>.json`` (a Delta version's log file is written once). For an Iceberg
+    table (iceberg): the metadata file of its current snapshot. For a PostgreSQL table
+    (postgres): the copy the plan took into the checkpoint store. A retry reads exactly that
+    version, and refuses to run if a pinned file changed or is gone."""
 
     uri: str
     files: tuple[tuple[str, str], ...]  # (key under uri, fingerprint), in key order

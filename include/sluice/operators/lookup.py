@@ -96,6 +96,15 @@ def _read(
     if pin.kind == "delta":
         reader = spark.read.format("delta").option("versionAsOf", pin.delta_version)
         frame = reader.load(to_spark_uri(store.root_uri))
+    elif pin.kind == "iceberg":  # the pinned metadata's snapshot, read here (a small table)
+        from pyiceberg.table import StaticTable
+
+        from sluice.storage.catalogs import fileio_properties
+
+        [(key, _)] = pin.files
+        location = store.uri(key)
+        props = fileio_properties(location, spec.s3)
+        frame = spark.createDataFrame(StaticTable.from_metadata(location, props).scan().to_arrow())
     else:
         frame = spark.read.parquet(*[to_spark_uri(store.uri(k)) for k, _ in pin.files])
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}

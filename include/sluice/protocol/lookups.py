@@ -7,6 +7,7 @@ delta       the newest commit: ``_delta_log/<version>.json`` with its fingerprin
 postgres    a copy of the table's key and declared columns, taken now into the checkpoint
             store (``lookups/<lookup>/<epoch>-<digest>.parquet``); when its bytes equal the
             copy the plan this one starts from pinned, that copy is pinned again
+iceberg     the table's metadata file the catalog points to now (its current snapshot)
 ==========  ===========================================================================
 
 A table without a version (an empty folder, no Delta log, no such database table) is
@@ -28,7 +29,7 @@ from sluice.protocol.exceptions import ProtocolError
 from sluice.storage import ObjectAlreadyExists, open_store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from sluice.protocol.runtime import Runtime
     from sluice.spec.model import LookupSpec
@@ -59,6 +60,8 @@ def table_pins(
     for lookup in rt.spec.lookup:
         if lookup.table_type == "postgres":
             pin = _copy(rt, lookup, epoch, before.get(lookup.name))
+        elif lookup.table_type == "iceberg":
+            pin = _iceberg_pin(rt, lookup, epoch)
         else:
             pin = _storage_pin(rt, lookup, epoch)
         pins.append((lookup.name, pin))
@@ -122,19 +125,8 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
     import pyarrow.parquet as pq
     from psycopg2 import sql
 
-    def refuse(problem: str, fix: str) -> ProtocolError:
-        return ProtocolError(
-            f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name} "
-            f"(postgres table {lookup.table} via {lookup.connection}): {problem}; {fix}"
-        )
-
-    url = rt.connections.get(lookup.connection or "")
-    if url is None:
-        raise refuse(
-            f"connection {lookup.connection!r} is not defined",
-            f"define it (Airflow connection, or SLUICE_CONN_{str(lookup.connection).upper()}"
-            "=postgresql://user:password@host:5432/db)",
-        )
+    refuse = _refusal(rt, lookup, epoch)
+    url = _url(rt, lookup, refuse, "postgresql://user:password@host:5432/db")
     record_types = rt.spec.record_types()
     wanted = _unique(
         [(t, record_types.get(r, "derived")) for r, t in lookup.on] + list(lookup.columns)
@@ -170,6 +162,52 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
     sink = io.BytesIO()
     pq.write_table(pa.table(arrays), sink, compression="zstd")
     return sink.getvalue()
+
+
+def _iceberg_pin(rt: Runtime, lookup: LookupSpec, epoch: int) -> TablePin:
+    """The metadata file of the table's current snapshot (a new one each commit)."""
+    from sluice.storage.catalogs import open_catalog
+
+    refuse = _refusal(rt, lookup, epoch)
+    url = _url(rt, lookup, refuse, "http://catalog:8181 or postgresql://... (docs/iceberg.md)")
+    *namespace, name = str(lookup.table).split(".")
+    try:
+        table = open_catalog(url, None, rt.spec.s3).load_table((*namespace, name))
+    except Exception as exc:  # pyiceberg's: no such table, catalog unreachable...
+        lines = str(exc).strip().splitlines()
+        detail = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        raise refuse(f"loading it failed: {detail}", "check the table and the catalog") from None
+    if table.current_snapshot() is None:
+        raise refuse("it has no snapshot (no data was ever committed)", "write the table first")
+    folder, _, key = str(table.metadata_location).rpartition("/")
+    store = open_store(folder, s3=rt.spec.s3)
+    files = tuple((k, p) for k, p in store.fingerprints(key).items() if k == key)
+    if not files:
+        raise refuse(f"its metadata file {table.metadata_location} is missing", "check the table")
+    return TablePin(store.root_uri, files, "iceberg")
+
+
+def _refusal(rt: Runtime, lookup: LookupSpec, epoch: int) -> Callable[[str, str], ProtocolError]:
+    def refuse(problem: str, fix: str) -> ProtocolError:
+        return ProtocolError(
+            f"pipeline {rt.name}: epoch {epoch}: lookup {lookup.name} "
+            f"({lookup.describe()}): {problem}; {fix}"
+        )
+
+    return refuse
+
+
+def _url(
+    rt: Runtime, lookup: LookupSpec, refuse: Callable[[str, str], ProtocolError], example: str
+) -> str:
+    url = rt.connections.get(lookup.connection or "")
+    if url is None:
+        raise refuse(
+            f"connection {lookup.connection!r} is not defined",
+            f"define it (an Airflow connection, or SLUICE_CONN_{str(lookup.connection).upper()}"
+            f"={example})",
+        )
+    return url
 
 
 def _unique(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -47,7 +47,7 @@ EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 LOOKUP_JOINS = ("left", "inner")  # a lookup join's ``how``
 LOOKUP_FORMATS = ("parquet",)  # a lookup table's files
-LOOKUP_TABLES = ("files", "delta", "postgres")  # a lookup table's type
+LOOKUP_TABLES = ("files", "delta", "postgres", "iceberg")  # a lookup table's type
 STATE_KINDS = ("value", "list", "reducing", "map")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
 STATELESS_SHAPE: dict[str, object] = {"operator": "stateless"}
@@ -124,8 +124,9 @@ class LookupSpec:
     table's row whose ``on`` table columns equal the record's; without one (or with a null
     key) they are null (``how: left``) or the record is filtered out (``inner``). The table
     is a folder of ``format`` files at ``path`` (``table_type`` files), the Delta table
-    there (delta), or the PostgreSQL table ``table`` of connection ``connection`` (postgres,
-    copied at plan time), read as the epoch's plan pinned it."""
+    there (delta), the PostgreSQL table ``table`` of connection ``connection`` (postgres,
+    copied at plan time) or the Iceberg table ``table`` of the catalog ``connection`` names
+    (iceberg), read as the epoch's plan pinned it."""
 
     name: str
     path: str
@@ -133,14 +134,14 @@ class LookupSpec:
     columns: tuple[tuple[str, str], ...]  # (table column, type) each record gets
     how: Literal["left", "inner"] = "left"
     format: Literal["parquet"] = "parquet"
-    table_type: Literal["files", "delta", "postgres"] = "files"
-    connection: str | None = None  # postgres: the connection id of the database
-    table: str | None = None  # postgres: [schema.]table
+    table_type: Literal["files", "delta", "postgres", "iceberg"] = "files"
+    connection: str | None = None  # postgres, iceberg: the database's or catalog's connection
+    table: str | None = None  # postgres: [schema.]table; iceberg: namespace.table
 
     def describe(self) -> str:
         """Where the table is, in a line."""
-        if self.table_type == "postgres":
-            return f"postgres table {self.table} via {self.connection}"
+        if self.table_type in ("postgres", "iceberg"):
+            return f"{self.table_type} table {self.table} via {self.connection}"
         return f"delta table {self.path}" if self.table_type == "delta" else self.path
 
 

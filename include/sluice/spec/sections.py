@@ -365,8 +365,17 @@ def lookups(
 
 
 _TABLE_FIELDS = {"files": ("type", "path", "format"), "delta": ("type", "path"),
-                 "postgres": ("type", "connection", "table")}  # fmt: skip
-_SQL_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?\Z")
+                 "postgres": ("type", "connection", "table"),
+                 "iceberg": ("type", "connection", "table")}  # fmt: skip
+_PART = r"[A-Za-z_][A-Za-z0-9_]*"
+# a database table name, and its example, by table type
+_TABLE_NAMES = {
+    "postgres": (re.compile(rf"^{_PART}(\.{_PART})?\Z"), "[schema.]table, e.g. public.users"),
+    "iceberg": (
+        re.compile(rf"^{_PART}(\.{_PART})*\.{_PART}\Z"),
+        "namespace.table, e.g. lake.users",
+    ),
+}
 
 
 def _lookup_table(
@@ -391,12 +400,12 @@ def _lookup_table(
             SpecProblem(
                 f"{where}.type",
                 f"{table_type!r} is not a lookup table type",
-                "use files (a folder of Parquet files), delta (a Delta Lake table's path) or "
-                "postgres (a table a connection reaches)",
+                "use files (a folder of Parquet files), delta (a Delta Lake table's path), "
+                "postgres (a table a connection reaches) or iceberg (a table of a catalog)",
             )
         )
-    if table_type == "postgres":
-        return "", "parquet", table_type, _database_table(value, where, found)
+    if table_type in _TABLE_NAMES:
+        return "", "parquet", table_type, _database_table(value, table_type, where, found)
     path = value.get("path")
     problem = storage_uri_problem(path) if isinstance(path, str) and path.strip() else "is required"
     if problem is not None:
@@ -414,21 +423,23 @@ def _lookup_table(
 
 
 def _database_table(
-    value: dict[str, Any], where: str, found: list[SpecProblem]
+    value: dict[str, Any], table_type: str, where: str, found: list[SpecProblem]
 ) -> tuple[str | None, str | None]:
     connection, table = value.get("connection"), value.get("table")
+    pattern, example = _TABLE_NAMES[table_type]
     if not isinstance(connection, str) or not NAME_RE.match(connection.lower()):
         problem = "is required" if connection is None else f"{connection!r} is not a connection id"
         found.append(
             SpecProblem(
                 f"{where}.connection",
                 problem,
-                "a connection id whose URI is the database, e.g. app_db (postgresql://...)",
+                "a connection id whose URI is the database (postgres) or catalog (iceberg), "
+                "e.g. app_db",
             )
         )
-    if not isinstance(table, str) or not _SQL_TABLE.match(table):
+    if not isinstance(table, str) or not pattern.match(table):
         problem = "is required" if table is None else f"{table!r} is not a table name"
-        found.append(SpecProblem(f"{where}.table", problem, "[schema.]table, e.g. public.users"))
+        found.append(SpecProblem(f"{where}.table", problem, example))
     return (
         connection.lower() if isinstance(connection, str) else None,
         table if isinstance(table, str) else None,

@@ -1,118 +1,34 @@
-"""The catalog an iceberg sink's connection URI names (pyiceberg), and the FileIO settings
-its warehouse needs.
-
-========================================  =================================================
-connection URI                            catalog
-========================================  =================================================
-``postgresql://user:pw@host:5432/db``     pyiceberg ``SqlCatalog`` (the JDBC catalog's
-                                          tables ``iceberg_tables`` ... in that database)
-``sqlite:////abs/catalog.db``             ``SqlCatalog`` on a SQLite file (one machine)
-``http(s)://host:8181/prefix?k=v``        ``RestCatalog``; the query's ``k=v`` are catalog
-                                          properties (``token``, ``credential``, ``scope``,
-                                          ``warehouse``, ``header.X-Name``...); user:password
-                                          becomes ``credential`` (OAuth2 client credentials)
-========================================  =================================================
-
-Credentials stay in the URI, which comes from a connection (``SLUICE_CONN_<ID>``, Airflow);
-:func:`redacted` is what messages show. S3 credentials come from the standard AWS chain
-(environment, profile, instance role), endpoint and region from the spec's ``s3:`` section.
-"""
+"""The iceberg sink's catalog (:mod:`sluice.storage.catalogs`, shared with iceberg lookup
+tables), its errors as the sink's."""
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from sluice.sinks.exceptions import IcebergSinkError
-from sluice.storage import S3Options, normalized_uri
+from sluice.storage import catalogs
+from sluice.storage.catalogs import redacted
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from sluice.storage import S3Options
+
 __all__ = ["catalog_properties", "open_catalog", "redacted"]
-
-_LOCK = threading.Lock()
-_CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Catalog] = {}
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password and query (what an error message may show)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    if parts.username:
-        host = f"{parts.username}:***@{host}" if parts.password else f"{parts.username}@{host}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def fileio_properties(warehouse: str, s3: S3Options | None) -> dict[str, str]:
-    """pyiceberg FileIO settings for a warehouse (PyArrow's; S3 endpoint and region)."""
-    props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
-    if warehouse.startswith("s3://"):
-        options = s3 or S3Options.from_env()
-        if options.endpoint_url:
-            props["s3.endpoint"] = options.endpoint_url
-            # SeaweedFS / MinIO: bucket in the path, not the host name
-            props["s3.force-virtual-addressing"] = "false"
-        if options.region:
-            props["s3.region"] = options.region
-    return props
 
 
 def catalog_properties(url: str, warehouse: str, s3: S3Options | None) -> dict[str, str]:
-    """The pyiceberg catalog properties of a connection URI (see the module docstring)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    props = fileio_properties(warehouse, s3)
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg2"):
-        props["type"] = "sql"
-        props["uri"] = "postgresql+psycopg2://" + url.split("://", 1)[1]
-        props["warehouse"] = normalized_uri(warehouse)
-    elif scheme == "sqlite":
-        props["type"] = "sql"
-        props["uri"] = url
-        props["warehouse"] = normalized_uri(warehouse)
-    elif scheme in ("http", "https"):
-        props["type"] = "rest"
-        base = parts.netloc.rsplit("@", 1)[-1]
-        props["uri"] = urlunsplit((scheme, base, parts.path, "", ""))
-        if parts.username:
-            secret = unquote(parts.password or "")
-            props["credential"] = f"{unquote(parts.username)}:{secret}"
-        props.update(parse_qsl(parts.query, keep_blank_values=True))
-    else:
-        raise IcebergSinkError(
-            f"iceberg catalog connection {redacted(url)}: unsupported scheme {scheme!r}; use "
-            "postgresql:// or sqlite:/// (SQL catalog) or http(s):// (REST catalog)"
-        )
-    return props
+    """:func:`sluice.storage.catalogs.catalog_properties`; an unsupported URI is the sink's
+    error."""
+    try:
+        return catalogs.catalog_properties(url, warehouse, s3)
+    except catalogs.UnsupportedCatalog as exc:
+        raise IcebergSinkError(str(exc)) from None
 
 
 def open_catalog(url: str, warehouse: str, s3: S3Options | None) -> Catalog:
-    """The catalog of ``url``, one per process and settings (catalogs are thread-safe: every
-    call opens its own session or request). A SQL catalog creates its two tables if missing."""
-    props = catalog_properties(url, warehouse, s3)
-    key = (url, tuple(sorted(props.items())))
-    with _LOCK:
-        found = _CATALOGS.get(key)
-        if found is not None:
-            return found
-        catalog = _build(props)
-        _CATALOGS[key] = catalog
-        return catalog
-
-
-def _build(props: dict[str, str]) -> Catalog:
-    kind = props.pop("type")
-    if kind == "rest":
-        from pyiceberg.catalog.rest import RestCatalog
-
-        return RestCatalog("sluice", **props)
-    from pyiceberg.catalog.sql import SqlCatalog
-
+    """:func:`sluice.storage.catalogs.open_catalog`; an unsupported URI is the sink's error."""
     try:
-        return SqlCatalog("sluice", **props)
-    except Exception:  # two processes creating the catalog's tables at once: the loser retries
-        return SqlCatalog("sluice", **props)
+        return catalogs.open_catalog(url, warehouse, s3)
+    except catalogs.UnsupportedCatalog as exc:
+        raise IcebergSinkError(str(exc)) from None
