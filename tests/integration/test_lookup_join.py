@@ -78,9 +78,14 @@ def _table(
 
 
 def _spec(tmp_path: Path, how: str = "left", table: Any = None, **extra: Any) -> Any:
+    return parse_spec(spec_body(tmp_path, how, table, **extra))
+
+
+def spec_body(tmp_path: Path, how: str = "left", table: Any = None, **extra: Any) -> Any:
+    """The pipeline of these tests: clicks enriched from the users table, written as is."""
     root = tmp_path.as_uri()
     table = table or {"type": "files", "path": f"{root}/users", "format": "parquet"}
-    return parse_spec(
+    return dict(
         {
             "name": "lookup",
             "source": {
@@ -102,8 +107,8 @@ def _spec(tmp_path: Path, how: str = "left", table: Any = None, **extra: Any) ->
             ],
             "sinks": [{"name": "out", "type": "files", "path": f"{root}/out", "format": "jsonl"}],
             "checkpoint": {"storage": f"{root}/ckpt"},
-            **extra,
-        }
+        },
+        **extra,
     )
 
 
