@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sluice.storage import (
     InvalidKey,
+    LocalObjectStore,
     ObjectAlreadyExists,
     ObjectInfo,
     ObjectNotFound,
@@ -346,3 +347,20 @@ def test_bad_prefixes_are_refused(store: ObjectStore, bad: str) -> None:
     for operation in (store.list, store.delete_prefix, store.child):
         with pytest.raises(InvalidKey):
             operation(bad)
+
+
+def test_one_objects_fingerprint_is_what_the_listing_gives_and_writes_nothing(
+    store: ObjectStore,
+) -> None:
+    store.put("t/_delta_log/00000000000000000000.json", b"{}\n")
+    store.put("t/_delta_log/00000000000000000000.json.crc", b"crc")
+    before = keys(store)
+    one = store.fingerprint("t/_delta_log/00000000000000000000.json")
+    assert keys(store) == before  # nothing written (no memo beside someone else's file)
+    if isinstance(store, LocalObjectStore):  # the listing skips hidden files: look on disk
+        assert [p.name for p in store.root.rglob(".*")] == []
+    listed = store.fingerprints("t/")
+    assert one == listed["t/_delta_log/00000000000000000000.json"]
+    assert store.fingerprint("t/_delta_log/00000000000000000001.json") is None
+    store.put("t/_delta_log/00000000000000000000.json", b"{} \n")
+    assert store.fingerprint("t/_delta_log/00000000000000000000.json") != one

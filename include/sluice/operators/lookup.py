@@ -159,8 +159,8 @@ def _check_unchanged(spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, refu
     store = open_store(pin.uri, s3=spec.s3)
     if pin.kind == "files":
         now = store.fingerprints("")
-    else:  # a Delta version's log file, not every file of the table
-        now = {k: p for key, _ in pin.files for k, p in store.fingerprints(key).items() if k == key}
+    else:  # one file (a Delta commit, Iceberg metadata, a copy), not every file of the table
+        now = {key: p for key, _ in pin.files if (p := store.fingerprint(key)) is not None}
     for key, print_ in pin.files:
         if key not in now:
             raise refuse(

@@ -73,10 +73,7 @@ def _storage_pin(rt: Runtime, lookup: LookupSpec, epoch: int) -> TablePin:
     if lookup.table_type == "delta":
         commits = sorted(i.key for i in store.list("_delta_log/") if _DELTA_COMMIT.match(i.key))
         files = tuple(
-            (key, print_)
-            for newest in commits[-1:]
-            for key, print_ in store.fingerprints(newest).items()
-            if key == newest
+            (key, print_) for key in commits[-1:] if (print_ := store.fingerprint(key)) is not None
         )
         what = "Delta table (no _delta_log/<version>.json)"
     else:
@@ -113,8 +110,9 @@ def _copy(rt: Runtime, lookup: LookupSpec, epoch: int, before: TablePin | None) 
     # an earlier try of this plan may have written the same bytes under the same key
     with contextlib.suppress(ObjectAlreadyExists):
         store.put_if_absent(key, data)
-    [(found, print_)] = [(k, p) for k, p in store.fingerprints(key).items() if k == key]
-    return TablePin(store.root_uri, ((found, print_),), "postgres")
+    print_ = store.fingerprint(key)
+    assert print_ is not None, key  # just written (or found written)
+    return TablePin(store.root_uri, ((key, print_),), "postgres")
 
 
 def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
@@ -181,7 +179,8 @@ def _iceberg_pin(rt: Runtime, lookup: LookupSpec, epoch: int) -> TablePin:
         raise refuse("it has no snapshot (no data was ever committed)", "write the table first")
     folder, _, key = str(table.metadata_location).rpartition("/")
     store = open_store(folder, s3=rt.spec.s3)
-    files = tuple((k, p) for k, p in store.fingerprints(key).items() if k == key)
+    print_ = store.fingerprint(key)
+    files = ((key, print_),) if print_ is not None else ()
     if not files:
         raise refuse(f"its metadata file {table.metadata_location} is missing", "check the table")
     return TablePin(store.root_uri, files, "iceberg")

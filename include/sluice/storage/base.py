@@ -111,6 +111,18 @@ class ObjectStore(ABC):
             for info in self.list(prefix)
         }
 
+    def fingerprint(self, key: str) -> str | None:
+        """The one object ``key``'s fingerprint as :meth:`fingerprints` gives it (None: no
+        such object). Writes nothing: the local store's memo is for folders read again and
+        again, not for one file of someone else's table (a Delta log, Iceberg metadata)."""
+        from sluice.storage.exceptions import ObjectNotFound
+
+        try:
+            data = self.get(key)
+        except ObjectNotFound:
+            return None
+        return f"{len(data)}:sha256:{hashlib.sha256(data).hexdigest()}"
+
     def uri(self, key: str = "") -> str:
         """The full URI of ``key`` (``s3://bucket/prefix/key`` or ``file:///abs/key``)."""
         root = self.root_uri.rstrip("/")

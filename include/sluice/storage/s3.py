@@ -168,6 +168,11 @@ class S3ObjectStore(ObjectStore):
             if key_problem(key) is None
         }
 
+    def fingerprint(self, key: str) -> str | None:
+        """The server's ETag of ``key``, as :meth:`fingerprints` gives it (one LIST)."""
+        self._check_key(key)
+        return self.fingerprints(key).get(key)
+
     def delete(self, key: str) -> None:
         self._call("delete_object", key, Key=self._full(key))
 
