@@ -230,7 +230,8 @@ def _iceberg_sink(c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, f
 
     url = ctx.connections.get(c.connection)
     if url is None:
-        raise MissingConnection(spec.name, c.name, c.connection)
+        example = "http://catalog:8181 (REST catalog) or postgresql://user:password@host/db (SQL)"
+        raise MissingConnection(spec.name, c.name, c.connection, example)
     return IcebergSink(c, url, open_store(c.warehouse, s3=spec.s3), spec.name, spec.s3)
 
 
@@ -242,7 +243,8 @@ def _kafka_sink(c: KafkaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field
     if c.connection:
         url = ctx.connections.get(c.connection)
         if url is None:
-            raise MissingConnection(spec.name, c.name, c.connection)
+            example = "kafka://user:password@broker:9092 (Airflow's kafka connection type)"
+            raise MissingConnection(spec.name, c.name, c.connection, example)
         settings = planner_settings(connection_settings(url))  # the source's reading of it
     return KafkaSink(c, ctx.repo.store, spec.name, settings, qos=spec.qos)
 

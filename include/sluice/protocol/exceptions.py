@@ -106,14 +106,21 @@ class SpecChanged(ProtocolError):
 class MissingConnection(ProtocolError):
     """A sink names a connection id that no environment variable or Airflow connection gives."""
 
-    def __init__(self, pipeline: str, sink: str, connection: str) -> None:
+    def __init__(
+        self,
+        pipeline: str,
+        sink: str,
+        connection: str,
+        example: str = "postgresql://user:password@host:5432/db",
+    ) -> None:
         env = connection.upper()
         super().__init__(
             f"pipeline {pipeline}: sink {sink!r} uses connection {connection!r}, which is not "
             f"defined; create the Airflow connection {connection!r} or set SLUICE_CONN_{env} "
-            f"(or AIRFLOW_CONN_{env}) to its URI, e.g. postgresql://user:password@host:5432/db"
+            f"(or AIRFLOW_CONN_{env}) to its URI, e.g. {example}"
         )
         self.pipeline, self.sink, self.connection = pipeline, sink, connection
+        self.example = example
 
 
 class PluginError(ProtocolError):

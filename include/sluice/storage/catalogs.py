@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from sluice.storage import S3Options, normalized_uri
-from sluice.storage.exceptions import StorageError
+from sluice.storage.exceptions import UnsupportedCatalog
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -35,10 +35,6 @@ __all__ = ["UnsupportedCatalog", "catalog_properties", "open_catalog", "redacted
 
 _LOCK = threading.Lock()
 _CATALOGS: dict[tuple[str, tuple[tuple[str, str], ...]], Catalog] = {}
-
-
-class UnsupportedCatalog(StorageError):
-    """A connection URI of no catalog kind Sluice opens (the URI shown without secrets)."""
 
 
 def redacted(url: str) -> str:

@@ -11,6 +11,7 @@ __all__ = [
     "ObjectAlreadyExists",
     "ObjectNotFound",
     "StorageError",
+    "UnsupportedCatalog",
 ]
 
 
@@ -60,3 +61,12 @@ class InvalidStoreUri(StorageError):
     def __init__(self, uri: str, reason: str) -> None:
         super().__init__(uri, f"unusable storage URI: {reason}")
         self.reason = reason
+
+
+class UnsupportedCatalog(StorageError):
+    """An Iceberg catalog connection URI of no kind Sluice opens (``uri`` shown without its
+    secrets: :func:`sluice.storage.catalogs.redacted`)."""
+
+    def __init__(self, uri: str, message: str) -> None:
+        super().__init__(uri, message)
+        self.message = message

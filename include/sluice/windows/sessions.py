@@ -115,14 +115,16 @@ class CappedSession(Session):
         self, classified: Classification, state: DataFrame | None, cached: list[DataFrame]
     ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
         # the cut points need the watermark after the epoch: the pass runs first
-        partials = self._partials(classified).persist(StorageLevel.MEMORY_AND_DISK)
+        partials = self._record_partials(classified).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(partials)
         partials.count()
         after = classified.facts().after_us
         return self._capped(classified.types, partials, state, after)
 
-    def _partials(self, cls: Classification) -> DataFrame:
-        """The epoch's accepted records as partials per (key, record window, cell)."""
+    def _record_partials(self, cls: Classification) -> DataFrame:
+        """The epoch's accepted records as partials per (key, record window, cell). (Not
+        ``_partials``: that is :class:`Session`'s list of partial columns, which its
+        incremental path calls; this kind folds its state whole instead.)"""
         key_cols = [F.col(quoted(k)) for k in self.keys]
         accepted = cls.frame.where(F.col("_class") == F.lit(ACCEPTED))
         records = (
