@@ -50,3 +50,22 @@ def test_given_connections_win_over_the_environment_and_a_missing_one_is_named(
 def _uri(sink: Any) -> str:
     """The sink's location as it shows it (password redacted)."""
     return str(sink.uri)
+
+
+@pytest.mark.parametrize(
+    ("sink", "example"),
+    [
+        ({"type": "postgres", "table": "public.clicks"}, "e.g. postgresql://user:password@"),
+        ({"type": "iceberg", "table": "lake.clicks", "warehouse": "wh"}, "http://catalog:8181"),
+        ({"type": "kafka", "topic": "clicks"}, "e.g. kafka://user:password@broker:9092"),
+    ],
+)
+def test_a_missing_connection_says_how_to_define_one_of_its_kind(
+    tmp_path: Path, sink: dict[str, Any], example: str
+) -> None:
+    body = yaml.safe_load(_spec_file(tmp_path).read_text())
+    body["sinks"] = [{"name": "wh", "connection": "warehouse", **sink}]
+    (tmp_path / "opened.yaml").write_text(yaml.safe_dump(body))
+    with pytest.raises(MissingConnection, match="SLUICE_CONN_WAREHOUSE") as missing:
+        open_pipeline(tmp_path / "opened.yaml", env={})
+    assert example in str(missing.value)
