@@ -33,7 +33,17 @@ if TYPE_CHECKING:
 
 __all__ = ["join_lookups", "lookup_tables"]
 
-_MATCHED = "_lm"  # a table row's marker: null after the join where no row matched
+
+def _key(lookup: LookupSpec, i: int) -> str:
+    """The table's ``i``-th key column as the join sees it (named apart per lookup)."""
+    return f"_lk_{lookup.name}_{i}"
+
+
+def _matched(lookup: LookupSpec) -> str:
+    """The table row's marker: null after the join where no row matched."""
+    return f"_lm_{lookup.name}"
+
+
 # Spark's type names (DataType.simpleString) each declared type accepts, the first as is,
 # the others widened by a cast that cannot fail
 _ACCEPTS = {
@@ -52,7 +62,7 @@ def lookup_tables(
     spark: SparkSession, spec: PipelineSpec, pins: Mapping[str, TablePin], epoch: int
 ) -> dict[str, DataFrame]:
     """Each lookup's table as pinned (cached per Spark context and version): its key columns
-    ``_lk0..``, the declared columns, and ``_lm`` (true)."""
+    ``_lk_<lookup>_0..``, the declared columns, and ``_lm_<lookup>`` (true)."""
     cache = context_cache(spark, "lookup tables")
     tables = {}
     for lookup in spec.lookup:
@@ -125,7 +135,7 @@ def _read(
                 "store the key with the record column's type",
             )
         value = f"CAST({quoted(table_column)} AS {cast})" if cast else quoted(table_column)
-        columns.append(f"{value} AS _lk{i}")
+        columns.append(f"{value} AS {_key(lookup, i)}")
     for column, kind in lookup.columns:
         if column not in found:
             raise refuse(
@@ -138,9 +148,9 @@ def _read(
                 "declare the table's type in lookup.columns",
             )
         columns.append(f"CAST({quoted(column)} AS {SPARK_TYPES[kind]}) AS {quoted(column)}")
-    table = frame.selectExpr(*columns, f"true AS {_MATCHED}")
+    table = frame.selectExpr(*columns, f"true AS {_matched(lookup)}")
     table = table.persist(StorageLevel.MEMORY_AND_DISK)
-    keys = [f"_lk{i}" for i in range(len(lookup.on))]
+    keys = [_key(lookup, i) for i in range(len(lookup.on))]
     # one Spark job per table version and Spark context (a warm process: once; a cold
     # epoch: each time), not per epoch's records: it also fills the cache the broadcast reads
     twice = table.groupBy(*keys).count().where("count > 1").limit(1).collect()
@@ -179,24 +189,17 @@ def join_lookups(
     frame: DataFrame, spec: PipelineSpec, tables: Mapping[str, DataFrame]
 ) -> DataFrame:
     """``frame`` (the records after ``select:``) with every lookup's columns, and ``_lookup``:
-    false where an inner lookup found no row (the record is then filtered out)."""
-    matched = []
-    for n, lookup in enumerate(spec.lookup):
-        table = tables[lookup.name]
-        marker = f"_lm{n}"
-        renamed = table.withColumnRenamed(_MATCHED, marker)
-        for i in range(len(lookup.on)):
-            renamed = renamed.withColumnRenamed(f"_lk{i}", f"_lk{n}_{i}")
-        condition = None
-        for i, (record_column, _) in enumerate(lookup.on):
-            equal = F.col(quoted(record_column)) == F.col(f"_lk{n}_{i}")
-            condition = equal if condition is None else condition & equal
-        frame = frame.join(F.broadcast(renamed), condition, "left")
-        frame = frame.drop(*[f"_lk{n}_{i}" for i in range(len(lookup.on))])
+    false where an inner lookup found no row (the record is then filtered out). The join
+    conditions are SQL text: a few Py4J calls per lookup, not one per column reference."""
+    matched, helpers = [], []
+    for lookup in spec.lookup:
+        keys = [_key(lookup, i) for i in range(len(lookup.on))]
+        condition = " AND ".join(
+            f"{quoted(column)} = {_key(lookup, i)}" for i, (column, _) in enumerate(lookup.on)
+        )
+        frame = frame.join(F.broadcast(tables[lookup.name]), F.expr(condition), "left")
+        helpers += [*keys, _matched(lookup)]
         if lookup.how == "inner":
-            matched.append(f"{marker} IS NOT NULL")
-        else:
-            frame = frame.drop(marker)
+            matched.append(f"{_matched(lookup)} IS NOT NULL")
     inner = " AND ".join(matched) or "true"
-    frame = frame.selectExpr("*", f"{inner} AS _lookup")
-    return frame.drop(*[f"_lm{n}" for n, lk in enumerate(spec.lookup) if lk.how == "inner"])
+    return frame.selectExpr("*", f"{inner} AS _lookup").drop(*helpers)
