@@ -54,9 +54,11 @@ LONGEST_FIRST = (
     "tests/sinks/test_delta_sink.py",
     "tests/keyed/test_keyed_pipelines.py",
     "tests/faults/test_storage_faults.py",  # a pipeline through the S3 fault proxy
+    "tests/integration/test_lookup_join.py",  # ~70 s: Delta, Iceberg, PostgreSQL, S3 tables
     "tests/airflow/test_warm.py",
     "tests/faults/test_crash_on_update.py",
     "tests/stateless/test_stateless_pipelines.py",  # ~60 s (was ~370 s before the fix)
+    "tests/faults/test_lookup_crash.py",  # ~26 s: CLI subprocesses killed at fault points
     "tests/integration/test_split_invariance.py",
     "tests/airflow/test_cluster.py",
     "tests/keyed/test_keyed_crashes.py",
