@@ -69,3 +69,19 @@ def test_a_missing_connection_says_how_to_define_one_of_its_kind(
     with pytest.raises(MissingConnection, match="SLUICE_CONN_WAREHOUSE") as missing:
         open_pipeline(tmp_path / "opened.yaml", env={})
     assert example in str(missing.value)
+
+
+def test_reading_the_checkpoints_needs_no_sink_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sluice checkpoints` and `sluice savepoints` open no sink: an operator can list the
+    history of a pipeline whose database connection is not defined where they are."""
+    from sluice.cli import main
+
+    path = _spec_file(tmp_path)  # its postgres sink's connection "warehouse" is not defined
+    monkeypatch.delenv("SLUICE_CONN_WAREHOUSE", raising=False)
+    monkeypatch.delenv("AIRFLOW_CONN_WAREHOUSE", raising=False)
+    assert open_pipeline(path, env={}, sinks=False).sinks == ()
+    assert main(["checkpoints", str(path)]) == 0
+    assert main(["savepoints", str(path), "--json"]) == 0
+    assert "MissingConnection" not in capsys.readouterr().err

@@ -162,10 +162,10 @@ def _choices(annotation: Any) -> tuple[str, ...] | None:
     return args if args and all(isinstance(a, str) for a in args) else None
 
 
-def _runtime(spec_path: str) -> Any:
+def _runtime(spec_path: str, *, sinks: bool = True) -> Any:
     from sluice.pipeline import open_pipeline
 
-    return open_pipeline(spec_path)
+    return open_pipeline(spec_path, sinks=sinks)
 
 
 def _spark(rt: Any) -> Any:
@@ -247,7 +247,7 @@ def _step(args: argparse.Namespace) -> int:
 def _checkpoints(args: argparse.Namespace) -> int:
     from sluice.report import checkpoint_rows, checkpoint_table
 
-    rt = _runtime(args.spec)
+    rt = _runtime(args.spec, sinks=False)  # reads checkpoints only: no sink connection needed
     rows = checkpoint_rows(rt)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -278,7 +278,7 @@ def _savepoint(args: argparse.Namespace) -> int:
 def _savepoints(args: argparse.Namespace) -> int:
     from sluice.report import savepoint_table, savepoints_body
 
-    rt = _runtime(args.spec)
+    rt = _runtime(args.spec, sinks=False)
     body = savepoints_body(rt)
     if args.json:
         print(json.dumps(body, indent=2))

@@ -76,8 +76,13 @@ def open_pipeline(
     spark: Callable[[], SparkSession] | None = None,
     attempt_ids: Callable[[], str] = new_attempt_id,
     clock: Callable[[], float] = time.time,
+    sinks: bool = True,
 ) -> Runtime:
     """The runtime of ``spec`` (a spec, or the path of its YAML file).
+
+    ``sinks=False``: no sink is opened (nor its connection needed), for what only reads the
+    checkpoints (``sluice checkpoints``, ``sluice savepoints``); such a runtime cannot run an
+    epoch.
 
     Connections: those of ``env`` (``SLUICE_CONN_<ID>`` / ``AIRFLOW_CONN_<ID>``; default
     ``os.environ``), with ``connections`` over them. Faults: ``faults``, else the ones
@@ -95,6 +100,7 @@ def open_pipeline(
         run_id=run_id,
         connections={**connections_from_env(env), **(connections or {})},
         spark=spark,
+        sinks=sinks,
     )
 
 
@@ -107,9 +113,11 @@ def open_runtime(
     run_id: str | None = None,
     connections: Mapping[str, str] | None = None,
     spark: Callable[[], SparkSession] | None = None,
+    sinks: bool = True,
 ) -> Runtime:
-    """Open the checkpoint store, the source and every sink named by ``spec``, with exactly
-    the connections given (:func:`open_pipeline` adds the environment's).
+    """Open the checkpoint store, the source and every sink named by ``spec`` (no sink with
+    ``sinks=False``), with exactly the connections given (:func:`open_pipeline` adds the
+    environment's).
 
     ``spark`` returns a Spark session for sinks whose commit runs Spark (Delta), called only
     when one does.
@@ -117,9 +125,13 @@ def open_runtime(
     repo = open_repository(spec)
     ctx = BuildContext(repo, connections or {}, spark or _default_spark(spec))
     source = open_source(spec, ctx)
-    roles = [SinkRole(open_sink(s, spec, ctx, f"sinks.{s.name}"), "results") for s in spec.sinks]
-    roles.append(SinkRole(open_sink(spec.late_records, spec, ctx, "late_records"), "late"))
-    roles.append(SinkRole(open_sink(spec.dead_letters, spec, ctx, "dead_letters"), "dead"))
+    roles = []
+    if sinks:
+        roles = [
+            SinkRole(open_sink(s, spec, ctx, f"sinks.{s.name}"), "results") for s in spec.sinks
+        ]
+        roles.append(SinkRole(open_sink(spec.late_records, spec, ctx, "late_records"), "late"))
+        roles.append(SinkRole(open_sink(spec.dead_letters, spec, ctx, "dead_letters"), "dead"))
     return Runtime(
         spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id,
         lambda: operator_for(spec), dict(ctx.connections),
