@@ -231,6 +231,8 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
             run_id=plan.run_id,
             retract_after=plan.retract_after,
         )
+        if plan.tables:  # the lookup table versions the epoch joins (docs/joins.md)
+            row["tables"] = {name: pin.label for name, pin in plan.tables}
     if checkpoint is None:
         row.update(_attempts_summary(rt.repo.attempts(epoch)))
         return row
@@ -307,8 +309,11 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
     receipts = any(r.get("published") for r in rows)
     if receipts:  # only when a sink says where it holds an epoch (Iceberg, Kafka)
         headers = (*headers, "published")
+    lookups = any(r.get("tables") for r in rows)
+    if lookups:  # the table versions each epoch joined
+        headers = (*headers, "lookup tables")
     for header in headers:
-        left = header in ("status", "offsets (end)", "published")
+        left = header in ("status", "offsets (end)", "published", "lookup tables")
         table.add_column(header, justify="left" if left else "right", no_wrap=header != "published")
     for r in rows:
         ok = "" if r.get("reconciles", True) else " [red](counts do not reconcile)[/]"
@@ -335,8 +340,13 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
             _f(r, "process_seconds"),
             _f(r, "commit_seconds"),
             *([_published(r)] if receipts else []),
+            *([_tables(r)] if lookups else []),
         )
     return table
+
+
+def _tables(row: dict[str, Any]) -> str:
+    return "; ".join(f"{name} {label}" for name, label in (row.get("tables") or {}).items())
 
 
 def _published(row: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 from sluice.operators.exceptions import LookupTableError
 from sluice.operators.lookup import lookup_tables
 from sluice.protocol import (
@@ -27,6 +28,7 @@ from sluice.protocol import (
     run_until_drained,
 )
 from sluice.protocol.exceptions import ProtocolError
+from sluice.report import checkpoint_rows, checkpoint_table
 from sluice.spec import parse_spec
 
 from tests.fixtures.pipelines import committed_rows, runtime
@@ -374,8 +376,12 @@ def test_a_versioned_table_joins_the_version_each_plan_pinned_and_a_rewind_repla
     _clicks(tmp_path, "c", ["ann", "cat"], second=20)
     (outcome,) = run_until_drained(rt, spark)
     assert outcome.checkpoint.plan.tables[0][1] != pin
+    labels = [r["tables"]["users"] for r in checkpoint_rows(rt)]  # sluice checkpoints
+    assert labels[0] == labels[1] != labels[2]
     if table["type"] == "delta":
-        assert (pin.delta_version, outcome.checkpoint.plan.tables[0][1].delta_version) == (0, 1)
+        assert labels == ["v0", "v0", "v1"]
+    else:
+        assert all(label.startswith("metadata 0") for label in labels)
 
     def rows() -> dict[tuple[str, str], Any]:
         return {(r["user"], r["ts"][17:19]): r["country"] for r in committed_rows(spec, "out")}
@@ -461,6 +467,11 @@ def test_a_postgres_table_is_copied_at_plan_time_and_each_epoch_joins_its_copy(
     assert rows == {("ann", "00"): "de", ("ann", "10"): "de", ("cat", "11"): None,
                     ("ann", "20"): "at", ("cat", "21"): "it",
                     ("ann", "30"): "at", ("cat", "31"): "it"}  # fmt: skip
+    kept = checkpoint_rows(rt)  # sluice checkpoints: epochs 3 and 4 kept
+    assert [r["tables"] for r in kept] == [{"users": "copy of epoch 3"}] * 2
+    shown = Console(width=400, record=True)
+    shown.print(checkpoint_table(rt, kept))
+    assert "users copy of epoch 3" in shown.export_text()
     copies = sorted(
         p.name for p in (tmp_path / "ckpt" / "lookup" / "lookups" / "users").glob("*.parquet")
     )

@@ -471,6 +471,20 @@ class TablePin:
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
+    def label(self) -> str:
+        """The version as a person reads it (``sluice checkpoints``, the monitor): a Delta
+        version ``v3``, an Iceberg metadata file's sequence ``metadata 00003``, the epoch a
+        PostgreSQL copy was taken in, or the first digits of a folder's :attr:`version`."""
+        key = self.files[-1][0].rsplit("/", 1)[-1] if self.files else ""
+        if self.kind == "delta":
+            return f"v{self.delta_version}"
+        if self.kind == "iceberg":
+            return f"metadata {key.split('-', 1)[0]}"
+        if self.kind == "postgres":
+            return f"copy of epoch {int(key.split('-', 1)[0])}"
+        return self.version[:8]
+
+    @property
     def delta_version(self) -> int:
         """A delta pin's table version (the number its log file is named by)."""
         [(key, _)] = self.files
