@@ -439,12 +439,13 @@ def app_db(postgres_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_a_postgres_table_is_copied_at_plan_time_and_each_epoch_joins_its_copy(
-    spark: Any, tmp_path: Path, app_db: Any
+    spark: Any, tmp_path: Path, app_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Epoch 2 is planned before the table changes and runs after: it joins the copy its plan
     took. Epoch 3 joins the changed table; epoch 4, planned with the table unchanged, pins
     epoch 3's copy again (no new copy). Retention (2 checkpoints kept) deletes the copies no
-    kept plan pins."""
+    kept plan pins. The copy is fetched a row at a time here (batches of 50,000 rows)."""
+    monkeypatch.setattr("sluice.protocol.lookups._BATCH_ROWS", 1)
     _pg_users(app_db, V1)
     spec = _pg_spec(tmp_path, checkpoint={"storage": f"{tmp_path.as_uri()}/ckpt", "retained": 2})
     rt = runtime(spec)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["stale_copies", "table_pins"]
 
+_BATCH_ROWS = 50_000  # rows of a database table fetched and written at a time
 _DELTA_COMMIT = re.compile(r"^_delta_log/\d{20}\.json$")  # a Delta version's commit file
 # the PostgreSQL type each declared type is read as (the copy then holds exactly that type)
 _SQL_TYPES = {
@@ -140,25 +141,40 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
     query = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
         sql.SQL(", ").join(columns), table, keys
     )
+    arrow = _arrow_types()
+    schema = None
+    sink = io.BytesIO()
+    writer = None
     try:
         conn = psycopg2.connect(url, connect_timeout=30)
         try:
-            with conn.cursor() as cur:
+            # a server-side cursor: the planner holds one batch of rows at a time, not the table
+            with conn.cursor(name="sluice_lookup_copy") as cur:
+                cur.itersize = _BATCH_ROWS
                 cur.execute(query)
-                rows = cur.fetchall()
+                while rows := cur.fetchmany(_BATCH_ROWS):
+                    batch = pa.table(
+                        {
+                            name: pa.array([row[i] for row in rows], arrow.get(kind))
+                            for i, (name, kind) in enumerate(wanted)
+                        },
+                        schema=schema,
+                    )
+                    if writer is None:
+                        schema = batch.schema
+                        writer = pq.ParquetWriter(sink, schema, compression="zstd")
+                    writer.write_table(batch)
         finally:
             conn.close()
     except psycopg2.Error as exc:
         lines = str(exc).strip().splitlines()
         detail = lines[0] if lines else type(exc).__name__
         raise refuse(f"reading it failed: {detail}", "check the table and its columns") from None
-    arrow = _arrow_types()
-    arrays = {
-        name: pa.array([row[i] for row in rows], arrow.get(kind))
-        for i, (name, kind) in enumerate(wanted)
-    }
-    sink = io.BytesIO()
-    pq.write_table(pa.table(arrays), sink, compression="zstd")
+    if writer is None:  # an empty table: its columns, no row
+        empty = {name: pa.array([], arrow.get(kind) or pa.null()) for name, kind in wanted}
+        pq.write_table(pa.table(empty), sink, compression="zstd")
+    else:
+        writer.close()
     return sink.getvalue()
 
 
