@@ -557,3 +557,30 @@ def test_every_table_type_pins_and_joins_on_s3(
         (r["ts"][17:19], r["country"], r["segment"], r["tier"]) for r in committed_rows(spec, "out")
     )
     assert rows == [("10", "c1", "s1", 1), ("20", "c1", "s1", 1), ("30", "c2", "s2", 2)]
+
+
+def test_a_savepoint_keeps_the_copy_its_epoch_joined_until_it_is_deleted(
+    spark: Any, tmp_path: Path, app_db: Any
+) -> None:
+    """Retention deletes a PostgreSQL copy once no kept plan pins it: a savepoint's epoch is
+    kept, so is its copy (a rewind to it replays with it); deleting the savepoint lets the
+    next commit delete both."""
+    from sluice.protocol.retention import delete_savepoint, take_savepoint
+
+    spec = _pg_spec(tmp_path, checkpoint={"storage": f"{tmp_path.as_uri()}/ckpt", "retained": 1})
+    rt = runtime(spec)
+    folder = tmp_path / "ckpt" / "lookup" / "lookups" / "users"
+    for epoch in (1, 2, 3):
+        _pg_users(app_db, {"ann": (f"c{epoch}", epoch)})  # a new copy each epoch
+        _clicks(tmp_path, f"e{epoch}", ["ann"], second=10 * epoch)
+        run_until_drained(rt, spark)
+        if epoch == 1:
+            take_savepoint(rt, "before")
+    first = dict(rt.repo.plan(1).tables)["users"].files[0][0]  # type: ignore[union-attr]
+    assert sorted(p.name for p in folder.glob("*.parquet"))[0] == first
+    assert len(list(folder.glob("*.parquet"))) == 2  # epoch 1's (savepoint), epoch 3's
+    delete_savepoint(rt, "before")
+    _pg_users(app_db, {"ann": ("c4", 4)})
+    _clicks(tmp_path, "e4", ["ann"], second=40)
+    run_until_drained(rt, spark)
+    assert [p.name[:12] for p in folder.glob("*.parquet")] == ["000000000004"]
