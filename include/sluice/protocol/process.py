@@ -120,7 +120,7 @@ def process_attempt(
     held: list[DataFrame] = []
     try:
         frames = compute.compute(rt, plan)
-        result = _stage(rt, compute, frames, plan, record.attempt, held)
+        result = _stage(rt, compute, frames, plan, record.attempt, held, started=now)
     except Exception as exc:
         _release(frames, held)
         error = f"{type(exc).__name__}: {exc}"
@@ -270,11 +270,13 @@ def _stage(
     plan: Plan,
     attempt: str,
     held: list[DataFrame],
+    *,
+    started: float,
 ) -> EpochResult:
     """Write ``S_{k+1}``, then the output as the pipeline's qos asks: staged (2 and 0: qos 0
     publishes the stage right after the checkpoint) or written (1); the epoch's facts come
-    from those writes."""
-    started = rt.clock()
+    from those writes. ``process_seconds`` counts from ``started`` (the attempt's start: the
+    computation's reads and its pass are part of it)."""
     retract = retract_after(plan)
     results = [r for r in rt.sinks if r.role == "results"]
     frame, rows = out.results, out.emitted
