@@ -503,17 +503,22 @@ def _parquet_bytes(rows: dict[str, str], column: str) -> bytes:
 
 @pytest.mark.s3
 def test_every_table_type_pins_and_joins_on_s3(
-    spark: Any, s3_server: Any, tmp_path: Path, app_db: Any
+    spark: Any, s3_server: Any, tmp_path: Path, app_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Source, checkpoints (so the PostgreSQL copy) and the files and Delta tables on the S3
-    server: the pins use its ETags and s3a reads. Epoch 2 is planned, then all three tables
-    change, then it runs: it joins the versions its plan pinned; epoch 3 the new ones."""
+    """Source, checkpoints (so the PostgreSQL copy), the files and Delta tables and the
+    Iceberg table's warehouse on the S3 server: the pins use its ETags, s3a and pyiceberg
+    reads. Epoch 2 is planned, then all four tables change, then it runs: it joins the
+    versions its plan pinned; epoch 3 the new ones."""
+    from pyiceberg.exceptions import NoSuchTableError
     from sluice.storage import open_store, to_spark_uri
+    from sluice.storage.catalogs import open_catalog
 
     root = f"s3://{s3_server.bucket('sluice-tests')}/lookups-{tmp_path.name[-12:]}"
     clicks = open_store(f"{root}/in")
     users = open_store(f"{root}/users")
     delta_uri = to_spark_uri(f"{root}/segments")
+    lake = f"sqlite:///{tmp_path}/catalog.db"
+    monkeypatch.setenv("SLUICE_CONN_LAKE", lake)
 
     def version(n: int) -> None:
         users.put(f"v{n}.parquet", _parquet_bytes({"ann": f"c{n}"}, "country"))
@@ -522,6 +527,13 @@ def test_every_table_type_pins_and_joins_on_s3(
         frame = spark.createDataFrame([("ann", f"s{n}")], "user_id string, segment string")
         frame.write.format("delta").mode("overwrite").save(delta_uri)
         _pg_users(app_db, {"ann": ("-", n)})
+        levels = pa.table({"user_id": ["ann"], "level": [f"l{n}"]})
+        catalog = open_catalog(lake, f"{root}/warehouse", None)
+        try:
+            catalog.load_table(("lake", "levels")).overwrite(levels)
+        except NoSuchTableError:
+            catalog.create_namespace_if_not_exists("lake")
+            catalog.create_table(("lake", "levels"), schema=levels.schema).append(levels)
 
     def click(n: int) -> None:
         line = {"user": "ann", "ts": (T0 + timedelta(seconds=10 * n)).isoformat(), "amount": 1.0}
@@ -536,6 +548,8 @@ def test_every_table_type_pins_and_joins_on_s3(
          "table": {"type": "delta", "path": f"{root}/segments"}},
         {"name": "tiers", "on": {"user": "user_id"}, "columns": {"tier": "int"},
          "table": {"type": "postgres", "connection": "app_db", "table": "users"}},
+        {"name": "levels", "on": {"user": "user_id"}, "columns": {"level": "string"},
+         "table": {"type": "iceberg", "connection": "lake", "table": "lake.levels"}},
     ]  # fmt: skip
     body["sinks"][0]["path"] = f"{root}/out"
     body["checkpoint"]["storage"] = f"{root}/ckpt"
@@ -554,9 +568,11 @@ def test_every_table_type_pins_and_joins_on_s3(
     click(3)
     run_until_drained(rt, spark)
     rows = sorted(
-        (r["ts"][17:19], r["country"], r["segment"], r["tier"]) for r in committed_rows(spec, "out")
+        (r["ts"][17:19], r["country"], r["segment"], r["tier"], r["level"])
+        for r in committed_rows(spec, "out")
     )
-    assert rows == [("10", "c1", "s1", 1), ("20", "c1", "s1", 1), ("30", "c2", "s2", 2)]
+    assert rows == [("10", "c1", "s1", 1, "l1"), ("20", "c1", "s1", 1, "l1"),
+                    ("30", "c2", "s2", 2, "l2")]  # fmt: skip
 
 
 def test_a_savepoint_keeps_the_copy_its_epoch_joined_until_it_is_deleted(

@@ -50,9 +50,9 @@ def redacted(url: str) -> str:
 
 def fileio_properties(warehouse: str | None, s3: S3Options | None) -> dict[str, str]:
     """pyiceberg FileIO settings for a warehouse (PyArrow's; S3 endpoint and region). No
-    warehouse (a catalog only read from): the S3 settings when ``s3`` is given."""
+    warehouse (a catalog only read from, its tables anywhere): the S3 settings too."""
     props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
-    if (warehouse or "").startswith("s3://") or (warehouse is None and s3 is not None):
+    if warehouse is None or warehouse.startswith("s3://"):
         options = s3 or S3Options.from_env()
         if options.endpoint_url:
             props["s3.endpoint"] = options.endpoint_url
