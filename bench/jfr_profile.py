@@ -1,15 +1,18 @@
 """Where a query's executor CPU goes: a Java Flight Recorder profile of warm Sluice epochs
 (JDK 17's built-in sampler), summed by method over Spark's executor threads.
 
-    .venv/bin/python bench/jfr_profile.py QUERY FORMAT [REPEATS] [TOP]
+    .venv/bin/python bench/jfr_profile.py QUERY FORMAT [REPEATS] [TOP] [sss]
 
 Runs the bench's Nexmark QUERY (``bench/nexmark.py``'s spec, one 50,000-event file an epoch
 of the quick dataset, written here if ``make bench-quick`` has not) over the whole dataset
 REPEATS times (default 7, each a new pipeline) in one local[2] session whose JVM records from
 its 25th second on (the first pass warms the JIT), then prints the TOP (default 25) methods
 by self samples and by inclusive samples, each with its share of the executor threads'
-samples. The recording stays in ``/tmp/sluice-jfr/QUERY-FORMAT.jfr`` (``jfr print`` /
-JDK Mission Control read it). Samples, not times: the shares are what to compare.
+samples. With ``sss`` last, the same for Structured Streaming's run of the query
+(``bench/nexmark.py``'s ``sss_run``: AvailableNow, one file a micro-batch, RocksDB state):
+the two method lists side by side show where Sluice's pass differs. The recording stays in
+``/tmp/sluice-jfr/QUERY-FORMAT-ENGINE.jfr`` (``jfr print`` and JDK Mission Control read it).
+Samples, not times: the shares are what to compare.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from bench import nexmark as nx  # noqa: E402
 OUT = Path("/tmp/sluice-jfr")
 
 
-def _run(query: str, fmt: str, repeats: int, recording: Path) -> None:
+def _run(query: str, fmt: str, repeats: int, recording: Path, engine: str) -> None:
     from sluice.nexmark import write_files
     from sluice.protocol import commit_epoch, plan_epoch, process_epoch
     from sluice.spark import spark_session
@@ -48,6 +51,17 @@ def _run(query: str, fmt: str, repeats: int, recording: Path) -> None:
         "jfr-profile", master="local[2]", extra_conf={"spark.driver.extraJavaOptions": option}
     )
     started = time.time()
+    if engine == "sss":
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", nx.ROCKSDB)
+        for rep in range(repeats):
+            work = OUT / f"work-sss-{query}-{fmt}-{rep}"
+            progress, _ = nx.sss_run(spark, query, fmt, ds.dir(fmt), work, 1)
+            batches = sum(1 for p in progress if p.get("numInputRows", 0) > 0)
+            print(f"pass {rep + 1}/{repeats}: {batches} micro-batches, "
+                  f"{time.time() - started:.0f} s", flush=True)  # fmt: skip
+            shutil.rmtree(work, ignore_errors=True)
+        spark.stop()
+        return
     for rep in range(repeats):
         work = OUT / f"work-{query}-{fmt}-{rep}"
         spec = nx.sluice_spec(
@@ -95,17 +109,17 @@ def _summary(recording: Path, top: int) -> None:
 
 def main(argv: list[str]) -> int:
     if argv[0] == "--run":  # the recorded process (its JVM writes the recording on exit)
-        _run(argv[1], argv[2], int(argv[3]), Path(argv[4]))
+        _run(argv[1], argv[2], int(argv[3]), Path(argv[4]), argv[5])
         return 0
     query, fmt = argv[0], argv[1]
     repeats = int(argv[2]) if len(argv) > 2 else 7
     top = int(argv[3]) if len(argv) > 3 else 25
+    engine = argv[4] if len(argv) > 4 else "sluice"
     OUT.mkdir(parents=True, exist_ok=True)
-    recording = OUT / f"{query}-{fmt}.jfr"
+    recording = OUT / f"{query}-{fmt}-{engine}.jfr"
     recording.unlink(missing_ok=True)
-    subprocess.run(
-        [sys.executable, __file__, "--run", query, fmt, str(repeats), str(recording)], check=True
-    )
+    command = [sys.executable, __file__, "--run", query, fmt, str(repeats), str(recording), engine]
+    subprocess.run(command, check=True)
     _summary(recording, top)
     return 0
 
