@@ -10,7 +10,9 @@ __all__ = [
     "attempts_prefix",
     "checkpoint_key",
     "epoch_of",
-    "lookup_copy_key",
+    "lookup_copies",
+    "lookup_copy_epoch",
+    "lookup_copy_name",
     "plan_key",
     "retired_key",
     "savepoint_key",
@@ -86,10 +88,15 @@ def savepoint_key(name: str) -> str:
     return f"{SAVEPOINTS}{name}.json"
 
 
-def lookup_copy_key(lookup: str, epoch: int, digest: str) -> str:
-    """The copy of lookup ``lookup``'s table the plan of ``epoch`` took (``digest``: of its
-    bytes; a later plan finding the same bytes pins this copy again)."""
-    return f"{LOOKUPS}{lookup}/{epoch:012d}-{digest[:16]}.parquet"
+def lookup_copies(lookup: str) -> str:
+    """The folder of lookup ``lookup``'s table copies (a pin's files are named under it)."""
+    return f"{LOOKUPS}{lookup}/"
+
+
+def lookup_copy_name(epoch: int, digest: str) -> str:
+    """The copy of a table the plan of ``epoch`` took, in :func:`lookup_copies` (``digest``:
+    of its bytes; a later plan finding the same bytes pins this copy again)."""
+    return f"{epoch:012d}-{digest[:16]}.parquet"
 
 
 def lookup_copy_epoch(key: str) -> int | None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.contracts import layout
 from sluice.contracts.records import Checkpoint, Plan, TablePin
 from sluice.protocol.exceptions import ProtocolError
+from sluice.spec.types import arrow_type
 from sluice.storage import ObjectAlreadyExists, open_store
 
 if TYPE_CHECKING:
@@ -100,14 +101,12 @@ def _copy(rt: Runtime, lookup: LookupSpec, epoch: int, before: TablePin | None) 
     ``before`` when the bytes are the same)."""
     data = _copy_bytes(rt, lookup, epoch)
     digest = hashlib.sha256(data).hexdigest()
-    store = rt.repo.store.child(f"{layout.LOOKUPS}{lookup.name}")
+    store = rt.repo.store.child(layout.lookup_copies(lookup.name))
     if before is not None and before.kind == "postgres" and before.uri == store.root_uri:
         [(key, _)] = before.files
         if key.endswith(f"-{digest[:16]}.parquet"):
             return before  # an unchanged table: the copy the last plan pinned
-    key = layout.lookup_copy_key(lookup.name, epoch, digest).removeprefix(
-        f"{layout.LOOKUPS}{lookup.name}/"
-    )
+    key = layout.lookup_copy_name(epoch, digest)
     # an earlier try of this plan may have written the same bytes under the same key
     with contextlib.suppress(ObjectAlreadyExists):
         store.put_if_absent(key, data)
@@ -141,7 +140,7 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
     query = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
         sql.SQL(", ").join(columns), table, keys
     )
-    arrow = _arrow_types()
+    arrow = {name: arrow_type(kind) if kind in _SQL_TYPES else None for name, kind in wanted}
     schema = None
     sink = io.BytesIO()
     writer = None
@@ -155,8 +154,8 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
                 while rows := cur.fetchmany(_BATCH_ROWS):
                     batch = pa.table(
                         {
-                            name: pa.array([row[i] for row in rows], arrow.get(kind))
-                            for i, (name, kind) in enumerate(wanted)
+                            name: pa.array([row[i] for row in rows], arrow[name])
+                            for i, (name, _) in enumerate(wanted)
                         },
                         schema=schema,
                     )
@@ -171,7 +170,7 @@ def _copy_bytes(rt: Runtime, lookup: LookupSpec, epoch: int) -> bytes:
         detail = lines[0] if lines else type(exc).__name__
         raise refuse(f"reading it failed: {detail}", "check the table and its columns") from None
     if writer is None:  # an empty table: its columns, no row
-        empty = {name: pa.array([], arrow.get(kind) or pa.null()) for name, kind in wanted}
+        empty = {name: pa.array([], arrow[name] or pa.null()) for name, _ in wanted}
         pq.write_table(pa.table(empty), sink, compression="zstd")
     else:
         writer.close()
@@ -236,7 +235,7 @@ def stale_copies(rt: Runtime, below: int, plans: Iterable[Plan]) -> list[str]:
     """The table copies (keys under the checkpoint store) taken by plans below ``below`` that
     none of ``plans`` (every plan that may still run or be replayed) pins."""
     pinned = {
-        f"{layout.LOOKUPS}{name}/{key}"
+        layout.lookup_copies(name) + key
         for plan in plans
         for name, pin in plan.tables
         if pin.kind == "postgres"
@@ -249,18 +248,3 @@ def stale_copies(rt: Runtime, below: int, plans: Iterable[Plan]) -> list[str]:
         and owner < below
         and info.key not in pinned
     ]
-
-
-def _arrow_types() -> dict[str, Any]:
-    import pyarrow as pa
-
-    return {
-        "string": pa.string(),
-        "int": pa.int32(),
-        "long": pa.int64(),
-        "double": pa.float64(),
-        "float": pa.float32(),
-        "boolean": pa.bool_(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-        "date": pa.date32(),
-    }
