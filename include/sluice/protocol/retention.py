@@ -32,11 +32,11 @@ savepoint never points at nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sluice.contracts import layout
-from sluice.contracts.records import RetiredMark, Savepoint
+from sluice.contracts.records import Checkpoint, RetiredMark, Savepoint
 from sluice.protocol.exceptions import SavepointError
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists
@@ -75,8 +75,11 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     kept = {s.epoch for s in rt.repo.savepoints()}
     report.kept_for_savepoints = sorted(e for e in kept if e < below)
     doomed = sorted(e for e in listed if e < below and e not in kept)
+    # every kept checkpoint, read once: the state parts and lookup table copies it uses
+    still = sorted({e for e in listed if e >= below} | kept)
+    checkpoints = {e: rt.repo.checkpoint(e) for e in still}
     # state parts a kept checkpoint reads (its base and deltas may be older than the mark)
-    needed = _referenced_parts(rt, [e for e in listed if e >= below] + sorted(kept))
+    needed = _referenced_parts(rt, checkpoints.values())
     state_folders = sorted(
         {
             _folder_of(i.key)
@@ -100,7 +103,7 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
         if owner is not None and owner < below and owner not in kept and owner not in listed:
             report.objects_deleted += _delete_state(rt, folder)
     if any(lookup.table_type == "postgres" for lookup in rt.spec.lookup):
-        report.objects_deleted += _delete_stale_copies(rt, below, latest, listed, kept)
+        report.objects_deleted += _delete_stale_copies(rt, below, latest, checkpoints)
     for mark in rt.repo.retired_marks():
         if mark < below:
             rt.repo.delete_retired_mark(mark)
@@ -111,32 +114,29 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
 
 
 def _delete_stale_copies(
-    rt: Runtime, below: int, latest: int, listed: Iterable[int], kept: set[int]
+    rt: Runtime, below: int, latest: int, checkpoints: Mapping[int, Checkpoint | None]
 ) -> int:
     """Delete the database lookup table copies no plan that may still run pins: the kept
-    checkpoints', the savepoints' and the next epoch's (planned, or being planned: a copy it
-    takes is named by its epoch, above ``below``)."""
+    checkpoints' (``checkpoints``, by epoch: None where the epoch has no checkpoint, whose
+    plan is read) and the next epoch's (planned, or being planned: a copy it takes is named
+    by its epoch, above ``below``)."""
     from sluice.protocol.lookups import stale_copies
 
-    plans = [
-        plan
-        for epoch in sorted({e for e in listed if e >= below} | kept | {latest + 1})
-        if (plan := rt.repo.plan(epoch)) is not None
-    ]
+    plans = [c.plan for c in checkpoints.values() if c is not None]
+    unread = sorted({e for e, c in checkpoints.items() if c is None} | {latest + 1})
+    plans += [plan for epoch in unread if (plan := rt.repo.plan(epoch)) is not None]
     doomed = stale_copies(rt, below, plans)
     for key in doomed:
         rt.repo.store.delete(key)
     return len(doomed)
 
 
-def _referenced_parts(rt: Runtime, epochs: list[int]) -> set[str]:
-    """The state part folders (``state/<epoch>-<attempt>``) the checkpoints of ``epochs``
-    read."""
+def _referenced_parts(rt: Runtime, checkpoints: Iterable[Checkpoint | None]) -> set[str]:
+    """The state part folders (``state/<epoch>-<attempt>``) ``checkpoints`` read."""
     from sluice.state import state_parts
 
     found: set[str] = set()
-    for epoch in epochs:
-        checkpoint = rt.repo.checkpoint(epoch)
+    for checkpoint in checkpoints:
         if checkpoint is not None:
             found.update(p.key for p in state_parts(rt.repo.store, checkpoint.result.state))
     return found
