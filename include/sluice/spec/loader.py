@@ -23,9 +23,12 @@ from sluice.spec.env import interpolate
 from sluice.spec.exceptions import SpecError, SpecProblem
 from sluice.spec.model import (
     EMIT_MODES,
+    JOIN_TYPES,
     AggregateSpec,
     CheckpointSpec,
     EventTimeSpec,
+    JoinSide,
+    JoinSpec,
     LookupSpec,
     PipelineSpec,
     ProcessSpec,
@@ -36,29 +39,38 @@ from sluice.spec.process import ProcessSection
 from sluice.spec.registry import SINKS, SOURCES, WINDOWS
 from sluice.spec.rules import (
     append_sinks,
+    join_required,
+    join_sides,
     no_keys_when_stateless,
+    not_in_join,
     not_with_process,
     on_update_sinks,
     paths_apart,
     side_sink_appends,
     sink_keys,
+    sources_without_join,
 )
 from sluice.spec.sections import (
     CheckpointSection,
-    EventTimeSection,
     Execution,
+    JoinSection,
     PipelineName,
-    Predicate,
     Qos,
     RestartSection,
     S3Section,
     Section,
     aggregates,
     checked_text,
+    event_time,
+    join_output,
+    join_sources,
     key_by,
     lookups,
     output,
+    predicate,
     select,
+    side_event_times,
+    side_filters,
 )
 from sluice.storage.s3options import S3Options
 
@@ -66,7 +78,7 @@ __all__ = ["NAME_RE", "Pipeline", "load_spec", "parse_spec"]
 
 # Any of these makes a pipeline stateful; without them it is stateless (docs/stateless.md).
 _STATEFUL = frozenset({"window", "aggregates", "emit", "process"})
-Operator = Literal["windows", "process", "stateless"]
+Operator = Literal["windows", "process", "stateless", "join"]
 _EMIT = checked_text(EMIT_MODES)
 _STORAGE = checked_text()
 _T = TypeVar("_T")
@@ -83,6 +95,9 @@ class Context(TypedDict):
     # aggregates, the keys named, a checkpoint storage): as many problems found as before
     partial: dict[str, object]
     schema: dict[str, str]  # the source's columns and their types (empty: no valid source)
+    # a join pipeline's sources by name, each one's columns and their types (empty: that
+    # source is not valid)
+    sources: dict[str, dict[str, str]]
 
 
 def load_spec(path: str | Path) -> PipelineSpec:
@@ -104,13 +119,32 @@ def _yaml(text: str) -> Any:
     """The YAML document: libyaml's parser when PyYAML has it (~15x faster: every DAG-file
     parse reads every spec), the pure-Python one for the error of a broken file (it names the
     offending character and points at it)."""
-    fast = getattr(yaml, "CSafeLoader", None)
-    if fast is not None:
+    if _FAST_LOADER is not None:
         try:
-            return yaml.load(text, Loader=fast)  # a safe loader (no Python objects)
+            return yaml.load(text, Loader=_FAST_LOADER)  # a safe loader (no Python objects)
         except yaml.YAMLError:
             pass
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
+
+def _keys_as_text(loader: type[Any]) -> type[Any]:
+    """``loader``, reading every mapping key that YAML 1.1 would make a boolean as its text:
+    ``on: {id: seller}`` (a join's or a lookup's ``on``) is ``{"on": ...}``, not ``{True: ...}``.
+    No spec section has a boolean key; values are read as before (``header: yes`` is true)."""
+
+    class KeysAsText(loader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+            self.flatten_mapping(node)  # merged keys (``<<: *base``) too
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag == "tag:yaml.org,2002:bool":
+                    key.tag = "tag:yaml.org,2002:str"
+            return super().construct_mapping(node, deep)
+
+    return KeysAsText
+
+
+_FAST_LOADER = _keys_as_text(yaml.CSafeLoader) if hasattr(yaml, "CSafeLoader") else None
+_SAFE_LOADER = _keys_as_text(yaml.SafeLoader)
 
 
 def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
@@ -121,10 +155,9 @@ def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
     found: list[SpecProblem] = []
     top = interpolate(data, "", found)
     keys = frozenset(top) if isinstance(top, dict) else frozenset()
-    operator: Operator = "stateless" if not _STATEFUL & keys else "windows"
-    if "process" in keys:
-        operator = "process"
-    context = Context(operator=operator, keys=keys, origin=origin, partial={}, schema={})
+    context = Context(
+        operator=_operator_of(keys), keys=keys, origin=origin, partial={}, schema={}, sources={}
+    )
     try:
         pipeline = Pipeline.model_validate(top, context=context)
     except ValidationError as exc:
@@ -132,6 +165,16 @@ def parse_spec(data: Any, *, origin: str = "<memory>") -> PipelineSpec:
     if found:
         raise SpecError(origin, found)
     return pipeline.spec(origin)
+
+
+def _operator_of(keys: frozenset[str]) -> Operator:
+    """The operator the sections written choose: ``join:`` (or ``sources:`` without
+    ``source:``) a join, ``process:`` a process function, a window's sections windows."""
+    if "join" in keys or ("sources" in keys and "source" not in keys):
+        return "join"
+    if "process" in keys:
+        return "process"
+    return "windows" if _STATEFUL & keys else "stateless"
 
 
 def _context(info: ValidationInfo) -> Context:
@@ -200,19 +243,24 @@ class Pipeline(Section):
 
     # Each field's default is what its validator reads as "not written" (validate_default):
     # a section that is required says so, one that is not gives its default value.
+    # A join pipeline (docs/joins.md) reads ``sources`` instead of ``source``; its
+    # ``event_time`` and ``filter`` are mappings by source, its ``output`` maps each result
+    # column to an expression; the single-source operators' sections are refused.
     name: PipelineName = Field(None, validate_default=True)
     description: object = None  # free text, never read
     source: SourceConfig | None = None
-    event_time: EventTimeSpec | None = None
+    sources: dict[str, SourceConfig] = Field(None, validate_default=True)
+    event_time: EventTimeSpec | dict[str, EventTimeSpec] | None = None
     select: tuple[tuple[str, str], ...] = Field(None, validate_default=True)
     lookup: tuple[LookupSpec, ...] = Field(None, validate_default=True)
-    filter: Predicate = None
+    filter: str | dict[str, str] | None = None
     key_by: tuple[str, ...] = Field(None, validate_default=True)
     process: ProcessSpec | None = None
     window: WindowConfig | None = None
     aggregates: tuple[AggregateSpec, ...] = Field(None, validate_default=True)
     emit: Literal["on_close", "on_update"] = "on_close"
-    output: tuple[str, ...] = Field(None, validate_default=True)
+    join: JoinSection | None = None
+    output: tuple[str, ...] | dict[str, str] = Field(None, validate_default=True)
     checkpoint: CheckpointSpec | None = None
     sinks: tuple[SinkConfig, ...] = Field(None, validate_default=True)
     late_records: SinkConfig | None = None
@@ -224,7 +272,9 @@ class Pipeline(Section):
 
     @field_validator("source", mode="plain")
     @classmethod
-    def _source(cls, value: Any, info: ValidationInfo) -> SourceConfig:
+    def _source(cls, value: Any, info: ValidationInfo) -> SourceConfig | None:
+        if _join_refuses(info, "source"):
+            return None
         if value is None:
             _required("source", "add a files source (see README 'Spec')")
         source, problems = SOURCES.validate(value, "source")
@@ -233,36 +283,47 @@ class Pipeline(Section):
         _context(info)["schema"] = dict(source.schema)
         return source
 
+    @field_validator("sources", mode="plain")
+    @classmethod
+    def _sources(cls, value: Any, info: ValidationInfo) -> dict[str, SourceConfig]:
+        """A join's two sources, by name, each validated as ``source:`` is."""
+        context = _context(info)
+        if context["operator"] != "join":
+            if value is not None:
+                _fail([sources_without_join()])
+            return {}
+        if value is None:
+            fix = "a join's two sources by name, e.g. {persons: {...}, auctions: {...}}"
+            _required("sources", fix + " (docs/joins.md)")
+        found: list[SpecProblem] = []
+        sources = join_sources(value, found)
+        context["sources"] = {n: dict(s.schema) if s else {} for n, s in sources.items()}
+        valid = {n: s for n, s in sources.items() if s is not None}
+        return _done(info, valid, found)
+
     @field_validator("event_time", mode="plain")
     @classmethod
-    def _event_time(cls, value: Any, info: ValidationInfo) -> EventTimeSpec:
-        """Its column is a timestamp column of the source."""
+    def _event_time(
+        cls, value: Any, info: ValidationInfo
+    ) -> EventTimeSpec | dict[str, EventTimeSpec]:
+        """Its column is a timestamp column of the source; a join's: each source's, by name."""
+        found: list[SpecProblem] = []
+        context = _context(info)
+        if context["operator"] == "join":
+            return _done(info, side_event_times(value, context["sources"], found), found)
         if value is None:
             _required("event_time", "e.g. {column: ts, max_out_of_orderness: 5s}")
-        found: list[SpecProblem] = []
-        try:
-            event_time = EventTimeSection.model_validate(value)
-        except ValidationError as exc:
-            found += spec_problems(exc, "event_time", EventTimeSection)
-        column = value.get("column") if isinstance(value, dict) else None
-        schema = _schema(info)
-        named = isinstance(column, str) and column.strip() != ""  # else a problem of its own
-        if named and schema and schema.get(str(column)) != "timestamp":
-            found.append(
-                SpecProblem(
-                    "event_time.column",
-                    f"{column!r} is not a timestamp column of the schema",
-                    "name a schema column of type timestamp",
-                )
-            )
-        if found:
+        spec = event_time(value, "event_time", _schema(info), found)
+        if spec is None or found:
             _fail(found)
-        return event_time.spec()
+        return spec
 
     @field_validator("select", mode="plain")
     @classmethod
     def _select(cls, value: Any, info: ValidationInfo) -> tuple[tuple[str, str], ...]:
         """New columns, none named like a source column."""
+        if _join_refuses(info, "select"):
+            return ()
         found: list[SpecProblem] = []
         return _done(info, select(value, _schema(info), found), found)
 
@@ -270,14 +331,28 @@ class Pipeline(Section):
     @classmethod
     def _lookup(cls, value: Any, info: ValidationInfo) -> tuple[LookupSpec, ...]:
         """Lookup joins keyed on record columns, adding new ones (docs/joins.md)."""
+        if _join_refuses(info, "lookup"):
+            return ()
         found: list[SpecProblem] = []
         columns = _columns(info) if _schema(info) else {}
         return _done(info, lookups(value, columns, found), found)
+
+    @field_validator("filter", mode="plain")
+    @classmethod
+    def _filter(cls, value: Any, info: ValidationInfo) -> str | dict[str, str] | None:
+        """A Spark SQL predicate; a join's: one per source, applied before the join."""
+        context = _context(info)
+        if context["operator"] != "join":
+            return predicate(value)
+        found: list[SpecProblem] = []
+        return _done(info, side_filters(value, list(context["sources"]), found), found)
 
     @field_validator("key_by", mode="plain")
     @classmethod
     def _key_by(cls, value: Any, info: ValidationInfo) -> tuple[str, ...]:
         """Key columns, of the source or ``select``; none in a stateless pipeline."""
+        if _join_refuses(info, "key_by"):
+            return ()
         found: list[SpecProblem] = []
         keys = key_by(value, _columns(info), found)
         if _context(info)["operator"] == "stateless":
@@ -288,7 +363,7 @@ class Pipeline(Section):
     @classmethod
     def _process(cls, value: Any, info: ValidationInfo) -> ProcessSpec | None:
         context = _context(info)
-        if context["operator"] != "process":
+        if _join_refuses(info, "process") or context["operator"] != "process":
             return None
         return _section(ProcessSection, value, "process").spec(context["origin"])
 
@@ -324,13 +399,37 @@ class Pipeline(Section):
         emit: Literal["on_close", "on_update"] = _EMIT(value)
         return emit
 
+    @field_validator("join", mode="plain")
+    @classmethod
+    def _join(cls, value: Any, info: ValidationInfo) -> JoinSection | None:
+        """Two different sources of ``sources:``, on columns of comparable types."""
+        context = _context(info)
+        if context["operator"] != "join":
+            return None
+        if value is None:
+            _fail([join_required(context["sources"])])
+        found = join_sides(value, context["sources"])
+        try:
+            section = JoinSection.model_validate(value)
+        except ValidationError as exc:
+            # the join type, if that much is right, for the output (its window bounds)
+            written = value.get("type") if isinstance(value, dict) else None
+            context["partial"]["join"] = written if written in JOIN_TYPES else None
+            _fail(spec_problems(exc, "join", JoinSection) + found)
+        return _done(info, section, found)
+
     @field_validator("output", mode="plain")
     @classmethod
-    def _output(cls, value: Any, info: ValidationInfo) -> tuple[str, ...]:
-        """A stateless pipeline's columns written, among the source's and ``select``'s."""
+    def _output(cls, value: Any, info: ValidationInfo) -> tuple[str, ...] | dict[str, str]:
+        """A stateless pipeline's columns written, among the source's and ``select``'s; a
+        join's result columns, each an expression over the sources' columns."""
         found: list[SpecProblem] = []
+        context = _context(info)
+        if context["operator"] == "join":
+            results = join_output(value, context["sources"], _join_type(info), found)
+            return _done(info, results, found)
         columns = list(_columns(info)) if _schema(info) else []
-        stateless = _context(info)["operator"] == "stateless"
+        stateless = context["operator"] == "stateless"
         return _done(info, output(value, columns, stateless, found), found)
 
     @field_validator("checkpoint", mode="plain")
@@ -372,6 +471,8 @@ class Pipeline(Section):
         if operator == "stateless" and _schema(info):
             columns = list(_read(info, "output") or _columns(info))
             found += append_sinks(sinks, columns, "a stateless pipeline's")
+        if operator == "join" and _read(info, "output"):
+            found += append_sinks(sinks, list(_read(info, "output")), "a join's")
         return _done(info, sinks, found)
 
     @field_validator("late_records", "dead_letters", mode="plain")
@@ -394,8 +495,8 @@ class Pipeline(Section):
             sink = FilesSinkConfig(name=field, path=path, format="jsonl")
         if field == "dead_letters":
             sides = [s for s in (_read(info, "late_records"), sink) if s is not None]
-            source, sinks = info.data.get("source"), _read(info, "sinks", ())
-            found += paths_apart(source, sinks, sides, checkpoint, name)
+            sinks = _read(info, "sinks", ())
+            found += paths_apart(_sources_read(info), sinks, sides, checkpoint, name)
         return _done(info, sink, found)
 
     @field_validator("s3", mode="plain")
@@ -413,13 +514,20 @@ class Pipeline(Section):
         return _section(RestartSection, value, "restart").spec()
 
     def spec(self, origin: str) -> PipelineSpec:
-        """The spec the rest of Sluice reads (frozen dataclasses: cheap to read)."""
-        assert self.source and self.event_time and self.checkpoint
-        assert self.late_records and self.dead_letters
+        """The spec the rest of Sluice reads (frozen dataclasses: cheap to read). A join
+        pipeline's ``source`` and ``event_time`` are its left side's."""
+        assert self.checkpoint and self.late_records and self.dead_letters
+        join = self._join_spec()
+        if join is not None:
+            source, event_time_, filter_ = join.left.source, join.left.event_time, None
+        else:
+            assert self.source and isinstance(self.event_time, EventTimeSpec)
+            assert not isinstance(self.filter, dict)
+            source, event_time_, filter_ = self.source, self.event_time, self.filter
         return PipelineSpec(
             name=self.name,
-            source=self.source,
-            event_time=self.event_time,
+            source=source,
+            event_time=event_time_,
             key_by=self.key_by,
             window=self.window,
             aggregates=self.aggregates,
@@ -433,21 +541,62 @@ class Pipeline(Section):
             emit=self.emit,
             select=self.select,
             lookup=self.lookup,
-            filter=self.filter,
-            output=self.output,
+            filter=filter_,
+            output=() if isinstance(self.output, dict) else self.output,
             process=self.process,
+            join=join,
             execution=self.execution,
             origin=origin,
         )
 
+    def _join_spec(self) -> JoinSpec | None:
+        """The join of a join pipeline: each source with its event time and filter, by name."""
+        if self.join is None:
+            return None
+        assert isinstance(self.event_time, dict) and isinstance(self.output, dict)
+        filters = self.filter if isinstance(self.filter, dict) else {}
+        sides = {
+            name: JoinSide(name, source, self.event_time[name], filters.get(name))
+            for name, source in self.sources.items()
+        }
+        return self.join.spec(sides, tuple(self.output.items()))
+
 
 def _operator(info: ValidationInfo, key: str) -> Operator:
     """The pipeline's operator, for a section of the window operator's (``key``): one
-    written beside a process function is refused (:func:`~sluice.spec.rules.not_with_process`)."""
+    written beside a process function is refused (:func:`~sluice.spec.rules.not_with_process`),
+    and in a join pipeline."""
     context = _context(info)
     if context["operator"] == "process" and key in context["keys"]:
         _fail([not_with_process(key)])
+    _join_refuses(info, key)
     return context["operator"]
+
+
+def _join_refuses(info: ValidationInfo, key: str) -> bool:
+    """Whether the pipeline is a join, where the section ``key`` (of single-source pipelines)
+    is refused when written (:func:`~sluice.spec.rules.not_in_join`)."""
+    context = _context(info)
+    if context["operator"] != "join":
+        return False
+    if key in context["keys"]:
+        _fail([not_in_join(key)])
+    return True
+
+
+def _join_type(info: ValidationInfo) -> str | None:
+    """The join's type: of the valid ``join:``, else as written if that is a type (else None)."""
+    join = _read(info, "join")
+    return join.type if isinstance(join, JoinSection) else cast("str | None", join)
+
+
+def _sources_read(info: ValidationInfo) -> dict[str, SourceConfig]:
+    """The valid sources, by their field: ``source``, or a join's ``sources.<name>``."""
+    source: SourceConfig | None = info.data.get("source")
+    if source is not None:
+        return {"source": source}
+    sources: dict[str, SourceConfig] = _read(info, "sources", {})
+    return {f"sources.{name}": s for name, s in sources.items()}
 
 
 def _valid_sinks(value: Any, found: list[SpecProblem]) -> tuple[SinkConfig, ...]:

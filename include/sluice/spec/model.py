@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sluice.spec.components.base import SCHEMA_TYPES, SinkConfig, SourceConfig, WindowConfig
+from sluice.spec.components.windows import HoppingWindow, TumblingWindow
+from sluice.spec.durations import format_duration
 from sluice.storage.s3options import S3Options
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "AggregateSpec",
     "CheckpointSpec",
     "EventTimeSpec",
+    "JoinSide",
+    "JoinSpec",
     "LookupSpec",
     "PipelineSpec",
     "ProcessSpec",
@@ -49,6 +53,8 @@ LOOKUP_JOINS = ("left", "inner")  # a lookup join's ``how``
 LOOKUP_FORMATS = ("parquet",)  # a lookup table's files
 LOOKUP_TABLES = ("files", "delta", "postgres", "iceberg")  # a lookup table's type
 STATE_KINDS = ("value", "list", "reducing", "map")
+JOIN_TYPES = ("window", "interval", "regular")  # a stream-stream join's ``type``
+JOIN_HOWS = ("inner", "left")
 # the state shape of every stateless pipeline: it keeps no state (sluice.protocol.upgrade)
 STATELESS_SHAPE: dict[str, object] = {"operator": "stateless"}
 # The component configs (:mod:`sluice.spec.registry` maps each ``type`` to its class).
@@ -146,6 +152,81 @@ class LookupSpec:
 
 
 @dataclass(frozen=True)
+class JoinSide:
+    """One named source of a joining pipeline (``sources.<name>``), with its own event time
+    (``event_time.<name>``) and its own filter (``filter.<name>``, applied before the join)."""
+
+    name: str
+    source: SourceSpec
+    event_time: EventTimeSpec
+    filter: str | None = None
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """A stream–stream join of two sources in event time (docs/joins.md).
+
+    ``window``: rows of both sides in the same tumbling / hopping ``window`` whose ``on``
+    columns are equal; ``interval``: ``right.ts`` within ``[left.ts + lower_us,
+    left.ts + upper_us]``; ``regular``: any two rows whose event times are at most
+    ``ttl_us`` apart (the state's time to live). ``how: left`` also emits each left row
+    that never matched, with nulls, once no match is possible any more. ``output``: each
+    result column as a Spark SQL expression over ``<left>.<column>`` / ``<right>.<column>``
+    (and ``window_start`` / ``window_end`` for a window join)."""
+
+    type: Literal["window", "interval", "regular"]
+    left: JoinSide
+    right: JoinSide
+    on: tuple[tuple[str, str], ...]  # (left column, right column)
+    output: tuple[tuple[str, str], ...]  # (result column, SQL expression)
+    how: Literal["inner", "left"] = "inner"
+    window: TumblingWindow | HoppingWindow | None = None  # type window
+    lower_us: int | None = None  # type interval
+    upper_us: int | None = None
+    ttl_us: int | None = None  # type regular
+
+    @property
+    def sides(self) -> tuple[JoinSide, JoinSide]:
+        return (self.left, self.right)
+
+    def side(self, name: str) -> JoinSide:
+        return next(s for s in self.sides if s.name == name)
+
+    def describe(self) -> str:
+        """What the join does, in a line."""
+        on = " and ".join(f"{self.left.name}.{a} = {self.right.name}.{b}" for a, b in self.on)
+        if self.window is not None:
+            what = f"window join ({self.window.describe()})"
+        elif self.type == "interval":
+            lower, upper = (format_duration(v or 0) for v in (self.lower_us, self.upper_us))
+            what = (
+                f"interval join ({self.right.name} within [{lower}, {upper}] of {self.left.name})"
+            )
+        else:
+            what = f"regular join (ttl {format_duration(self.ttl_us or 0)})"
+        return f"{self.how} {what} on {on}"
+
+    def shape(self) -> dict[str, object]:
+        """What the join's state depends on (a change refuses the stored state)."""
+        shape: dict[str, object] = {
+            "type": self.type,
+            "how": self.how,
+            "on": [list(p) for p in self.on],
+            "sides": {
+                s.name: {"schema": dict(s.source.schema), "event_time": s.event_time.column}
+                for s in self.sides
+            },
+        }
+        if self.window is not None:
+            shape["window"] = self.window.shape()
+        if self.type == "interval":
+            shape["interval"] = [self.lower_us, self.upper_us]
+        if self.ttl_us is not None:
+            shape["ttl_us"] = self.ttl_us
+        return shape
+
+
+@dataclass(frozen=True)
 class CheckpointSpec:
     storage: str
     interval_us: int = 60_000_000
@@ -190,6 +271,9 @@ class PipelineSpec:
     restart: RestartSpec = field(default_factory=RestartSpec)
     process: ProcessSpec | None = None
     lookup: tuple[LookupSpec, ...] = ()  # lookup joins, in order, after select and before filter
+    # a stream-stream join of two sources: ``source`` and ``event_time`` are then its left
+    # side's (docs/joins.md)
+    join: JoinSpec | None = None
     # where Airflow runs the process step: "cold" (spark-submit), "warm" (``sluice serve``),
     # or None: the deployment's ``SLUICE_EXECUTION``. Never changes what an epoch computes.
     execution: Literal["cold", "warm"] | None = field(default=None, compare=False)
@@ -205,19 +289,32 @@ class PipelineSpec:
 
     @property
     def stateless(self) -> bool:
-        """Neither a window nor a process function: select, filter, append (docs/stateless.md)."""
-        return self.window is None and self.process is None
+        """Neither a window, a process function nor a join: select, filter, append
+        (docs/stateless.md)."""
+        return self.window is None and self.process is None and self.join is None
 
     @property
-    def operator(self) -> Literal["windows", "process", "stateless"]:
+    def operator(self) -> Literal["windows", "process", "stateless", "join"]:
         """Which operator runs each epoch (:func:`sluice.pipeline.operator_for`)."""
         if self.window is not None:
             return "windows"
+        if self.join is not None:
+            return "join"
         return "process" if self.process is not None else "stateless"
+
+    def side_spec(self, side: JoinSide) -> PipelineSpec:
+        """The spec one side of a join reads and classifies its records by: that source, its
+        event time and filter, every column read (the join's output may name any)."""
+        return replace(
+            self, source=side.source, event_time=side.event_time, filter=side.filter,
+            join=None, select=(), lookup=(), output=(), key_by=(),
+        )  # fmt: skip
 
     def output_columns(self) -> tuple[str, ...]:
         """A stateless pipeline's result columns: ``output``, else every record column (the
         source schema's, ``select``'s, the lookups')."""
+        if self.join is not None:
+            return tuple(c for c, _ in self.join.output)
         if self.output:
             return self.output
         return tuple(self.record_types())
@@ -261,6 +358,8 @@ class PipelineSpec:
         filter and output (:mod:`sluice.protocol.upgrade`)."""
         if self.stateless:
             return dict(STATELESS_SHAPE)
+        if self.join is not None:
+            return {"operator": "join", "join": self.join.shape()}
         shape: dict[str, object] = {
             "key_by": {k: self.record_types().get(k, "derived") for k in self.key_by},
             "event_time": self.event_time.column,

@@ -5,28 +5,128 @@ skips what it cannot know) that returns what it finds; the pipeline model
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from sluice.spec.components.base import SinkConfig, SourceConfig, WindowConfig
 from sluice.spec.exceptions import SpecProblem
-from sluice.spec.model import AggregateSpec, CheckpointSpec
+from sluice.spec.model import NUMERIC_TYPES, AggregateSpec, CheckpointSpec
+from sluice.spec.sections import not_a_source
 from sluice.storage import ACCEPTED_FORMS, normalized_uri, storage_uri_problem
 
 __all__ = [
     "append_sinks",
+    "join_required",
+    "join_sides",
     "no_keys_when_stateless",
+    "not_in_join",
     "not_with_process",
     "on_update_sinks",
     "paths_apart",
     "side_sink_appends",
     "sink_keys",
+    "sources_without_join",
 ]
+
+_AFTER_JOIN = "windowed aggregation of a join's output is a second pipeline reading it"
+# why a section of a single-source pipeline is refused in a join pipeline, by section
+_NOT_IN_JOIN = {
+    "source": "name the join's two sources under sources: (and remove source:)",
+    "key_by": "remove it: the join's key is join.on",
+    "process": "remove it: a join pipeline's result columns are output:; a process function "
+    "of a join's output is a second pipeline reading it",
+    "lookup": "remove it: a join pipeline's result columns are output:; enrich a join's output "
+    "in a second pipeline reading it",
+}
 
 
 def not_with_process(key: str) -> SpecProblem:
     """``window``, ``aggregates`` or ``emit`` beside a process function."""
     fix = "remove it: the function decides what to emit (docs/keyed-state.md)"
     return SpecProblem(key, "does not apply to a pipeline with a process function", fix)
+
+
+def not_in_join(key: str) -> SpecProblem:
+    """A section of single-source pipelines (``source``, ``window``, ``select``...) in a join
+    pipeline."""
+    fix = _NOT_IN_JOIN.get(
+        key, f"remove it: a join pipeline's result columns are output:; {_AFTER_JOIN}"
+    )
+    return SpecProblem(key, "does not apply to a join pipeline", fix)
+
+
+def sources_without_join() -> SpecProblem:
+    """``sources:`` beside ``source:``, without ``join:``."""
+    return SpecProblem(
+        "sources",
+        "is written beside source:, without a join:",
+        "a pipeline of one source reads source: alone; a join names its two sources under "
+        "sources: and joins them with join: (docs/joins.md)",
+    )
+
+
+def join_required(names: Iterable[str]) -> SpecProblem:
+    """``sources:`` without ``join:``."""
+    left, right = ([*names, "persons", "auctions"])[:2]
+    return SpecProblem(
+        "join",
+        "is required: sources: names the two sides of a join",
+        f"e.g. {{type: window, left: {left}, right: {right}, on: {{id: seller}}, "
+        "window: {type: tumbling, size: 10s}} (docs/joins.md); or read one source with source:",
+    )
+
+
+def join_sides(join: Any, sources: Mapping[str, Mapping[str, str]]) -> list[SpecProblem]:
+    """``join.left`` and ``join.right``: two different sources; ``join.on``: each a left
+    column and a right one, of comparable types (the same, or both numeric). ``join`` is
+    the section as written, ``sources`` each source's columns by name (empty: unknown)."""
+    if not isinstance(join, dict) or not sources:
+        return []
+    found = []
+    left, right = join.get("left"), join.get("right")
+    for field, name in (("left", left), ("right", right)):
+        if isinstance(name, str) and name.strip() and name not in sources:
+            found.append(not_a_source(f"join.{field}", name, sources))
+    if isinstance(left, str) and left == right:
+        other = [n for n in sources if n != left]
+        fix = f"join the other source: right: {other[0]}" if other else "join two sources"
+        found.append(SpecProblem("join.right", "is join.left's source too", fix))
+    on = join.get("on")
+    sides = (left, right) if isinstance(left, str) and isinstance(right, str) else None
+    if sides and left != right and set(sides) <= set(sources) and isinstance(on, dict):
+        for column, other_column in on.items():
+            found += _on_pair(str(column), other_column, sides, sources)
+    return found
+
+
+def _on_pair(
+    column: str, other: Any, sides: tuple[str, str], sources: Mapping[str, Mapping[str, str]]
+) -> list[SpecProblem]:
+    """``join.on.<column>: <other>``: a column of the left source and one of the right."""
+    where = f"join.on.{column}"
+    found = []
+    types = []
+    for name, side in ((column, sides[0]), (other, sides[1])):
+        schema = sources[side]
+        if isinstance(name, str) and schema and name not in schema:
+            found.append(
+                SpecProblem(
+                    where,
+                    f"{name!r} is not a column of source {side}",
+                    f"use one of {list(schema)}",
+                )
+            )
+        types.append(schema.get(name) if isinstance(name, str) else None)
+    kinds = (types[0], types[1])
+    if None not in kinds and kinds[0] != kinds[1] and not set(kinds) <= set(NUMERIC_TYPES):
+        found.append(
+            SpecProblem(
+                where,
+                f"compares {sides[0]}.{column} ({kinds[0]}) with {sides[1]}.{other} ({kinds[1]})",
+                "join columns of the same type, or both numeric",
+            )
+        )
+    return found
 
 
 def no_keys_when_stateless(key_by: tuple[str, ...]) -> list[SpecProblem]:
@@ -120,7 +220,7 @@ def sink_keys(
 
 
 def paths_apart(
-    source: SourceConfig | None,
+    sources: Mapping[str, SourceConfig],
     sinks: Sequence[SinkConfig],
     sides: Sequence[SinkConfig],
     checkpoint: CheckpointSpec | None,
@@ -129,31 +229,37 @@ def paths_apart(
     """Every location is a storage URI Sluice can open, and no two overlap where one
     writer could read or delete another's objects (docs/storage.md, "Where things go"):
 
-    * no output equal to, inside or around the source (a later epoch would read it back);
+    * no output equal to, inside or around a source (a later epoch would read it back);
     * no output inside or around the checkpoint storage, except a side sink (``sides``: the
       late records' and dead letters') at its own default place
       ``<storage>/<name>/late_records`` or ``.../dead_letters``;
     * no two outputs at, inside or around the same path (or the same PostgreSQL table);
-    * the checkpoint storage neither inside nor around the source.
+    * the checkpoint storage neither inside nor around a source.
+
+    ``sources``: the sources read, by their field (``source``, or ``sources.<name>`` of a
+    join).
     """
     found: list[SpecProblem] = []
     outputs = [(f"sinks.{s.name}", s) for s in sinks] + [(s.name, s) for s in sides]
     located = [(f"{f}.path", p) for f, s in outputs if (p := s.storage_path()) is not None]
-    read = source.storage_path() if source is not None else None
-    src = _location(found, "source.path", read) if read is not None else None
+    read = [(f, p) for f, s in sources.items() if (p := s.storage_path()) is not None]
+    srcs = [(f, w) for f, p in read if (w := _location(found, f"{f}.path", p)) is not None]
     ckpt = _location(found, "checkpoint.storage", checkpoint.storage) if checkpoint else None
     seen: list[tuple[str, str]] = []
     for field, path in located:
         where = _location(found, field, path)
         if where is None:
             continue
-        if src is not None and _overlap(where, src):
-            what = "is inside" if _inside(where, src) else "overlaps"
-            found.append(
-                SpecProblem(
-                    field, f"{path!r} {what} the source path", "write outputs outside source.path"
+        for source, src in srcs:
+            if _overlap(where, src):
+                what = "is inside" if _inside(where, src) else "overlaps"
+                found.append(
+                    SpecProblem(
+                        field,
+                        f"{path!r} {what} {_source_path(source)}",
+                        f"write outputs outside {source}.path",
+                    )
                 )
-            )
         own = f"{ckpt}/{name}/{field.removesuffix('.path')}"
         if ckpt is not None and name and _overlap(where, ckpt) and where != own:
             found.append(
@@ -175,15 +281,20 @@ def paths_apart(
                 )
         seen.append((field, where))
     found += _same_tables(outputs)
-    if src is not None and ckpt is not None and _overlap(ckpt, src):
-        found.append(
-            SpecProblem(
-                "checkpoint.storage",
-                "is inside the source path" if _inside(ckpt, src) else "overlaps the source path",
-                "move it elsewhere",
+    for source, src in srcs:
+        if ckpt is not None and _overlap(ckpt, src):
+            what = "is inside" if _inside(ckpt, src) else "overlaps"
+            found.append(
+                SpecProblem(
+                    "checkpoint.storage", f"{what} {_source_path(source)}", "move it elsewhere"
+                )
             )
-        )
     return found
+
+
+def _source_path(field: str) -> str:
+    """How a message names the path of the source at ``field``."""
+    return "the source path" if field == "source" else f"the path of {field}"
 
 
 def _same_tables(outputs: list[tuple[str, SinkConfig]]) -> list[SpecProblem]:
