@@ -18,8 +18,8 @@ import inspect
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sluice.contracts.operators import Operator
+    from sluice.spec.model import JoinSpec
 
 __all__ = [
     "SINK_BUILDERS",
@@ -144,6 +145,10 @@ def operator_for(spec: PipelineSpec) -> Operator[PipelineSpec]:
         from sluice.windows.operator import WindowOperator
 
         return WindowOperator(spec)
+    if spec.operator == "join":
+        from sluice.joins.operator import JoinOperator
+
+        return JoinOperator(spec)
     if spec.operator == "process":
         from sluice.keyed.operator import KeyedOperator
 
@@ -156,11 +161,21 @@ def operator_for(spec: PipelineSpec) -> Operator[PipelineSpec]:
 @dataclass(frozen=True)
 class BuildContext:
     """What opening a component may need besides its config and the spec: the checkpoint
-    repository, connection URIs by id, and a Spark session getter (called only if needed)."""
+    repository, connection URIs by id, and a Spark session getter (called only if needed).
+    ``side``: the join source being opened (its history is its slice of each stored range)."""
 
     repo: Repository
     connections: Mapping[str, str]
     spark: Callable[[], Any]
+    side: str | None = None
+
+    def planned_files(self, units_of: Callable[[dict[str, Any]], Iterable[str]]) -> set[str]:
+        """What earlier epochs of this source read (a files source's ``history``)."""
+        if self.side is None:
+            return self.repo.planned_files(units_of)
+        from sluice.sources.multi import side_history
+
+        return side_history(self.repo.planned_files, self.side)(units_of)
 
 
 SourceBuilder = Callable[[Any, PipelineSpec, BuildContext], Source[Any, Any]]
@@ -174,7 +189,7 @@ def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -
     store = open_store(c.path, s3=spec.s3)
     return FilesSource(
         c, store, required=(spec.event_time.column,), read=spec.read_columns(),
-        history=ctx.repo.planned_files,
+        history=ctx.planned_files,
     )  # fmt: skip
 
 
@@ -289,8 +304,24 @@ SINK_BUILDERS: dict[type[SinkConfig], SinkBuilder] = {
 
 
 def open_source(spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
-    """The runtime source of ``spec.source``."""
+    """The runtime source of ``spec.source``; for a join, one source over both sides'."""
+    if spec.join is not None:
+        return _join_source(spec.join, spec, ctx)
     return SOURCE_BUILDERS[type(spec.source)](spec.source, spec, ctx)
+
+
+def _join_source(join: JoinSpec, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
+    """Each side's source, opened by its builder as if it were the pipeline's only one (its
+    event time, the columns it reads), as one :class:`~sluice.sources.multi.MultiSource`."""
+    from sluice.sources.multi import MultiSource
+
+    parts = {}
+    for side in join.sides:
+        side_ctx = replace(ctx, side=side.name)
+        parts[side.name] = SOURCE_BUILDERS[type(side.source)](
+            side.source, spec.side_spec(side), side_ctx
+        )
+    return MultiSource(parts, {side.name: side.source.schema for side in join.sides})
 
 
 def open_sink(config: SinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:

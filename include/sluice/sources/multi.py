@@ -1,0 +1,323 @@
+"""Several named sources read as one, for a pipeline that joins two streams (docs/joins.md).
+
+The protocol treats a source as opaque: it stores what ``to_dict`` wrote, asks ``plan_range``
+for the next range, ``units_of`` for what to remember, ``is_before`` to order offsets. A
+:class:`MultiSource` answers each of those for all its components at once, so plan, recovery,
+retention, rewind, the report and the Airflow trigger work unchanged. Each component keeps
+its own offsets; an epoch's range holds each one's slice, ``None`` for a source with nothing
+new (an empty slice: its end is its start), and the epoch commits them all together::
+
+    {"type": "multi", "start": {"type": "multi", "sources": {"persons": {...}, ...}},
+     "sources": {"persons": {"type": "files", ...}, "auctions": None}}
+
+Names: a component's partitions are prefixed ``<name>/`` (``persons/0``) and its units
+``<name>:`` (``persons:a.jsonl``), so a source name holds neither ``/`` nor ``:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sluice.contracts.sources import RECORD_COLUMNS, SPARK_TYPES, Offset, Source, SourceRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["RECORD_TYPES", "MultiOffset", "MultiRange", "MultiSource", "side_history"]
+
+Columns = tuple[tuple[str, str], ...]  # a source's schema: (column, spec type) in order
+UnitsOf = Callable[[dict[str, Any]], Iterable[str]]
+History = Callable[[UnitsOf], set[str]]  # FilesSource's ``history`` (Repository.planned_files)
+
+# The Spark SQL type of each column of RECORD_COLUMNS, as every source's ``read`` gives it.
+RECORD_TYPES = (
+    ("_partition", "string"),
+    ("_file", "string"),
+    ("_major", "int"),
+    ("_line", "bigint"),
+    ("_raw", "string"),
+    ("_error", "string"),
+)
+
+_BY_SOURCE = (
+    "a multi {0} is decoded by its MultiSource (decode_{0}): each part needs its own "
+    "source to be read"
+)
+
+
+@dataclass(frozen=True)
+class MultiOffset(Offset):
+    """Each source's offset, by name, in the sources' order (left, right)."""
+
+    parts: tuple[tuple[str, Offset], ...]
+
+    @property
+    def by_name(self) -> dict[str, Offset]:
+        return dict(self.parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "multi", "sources": {name: o.to_dict() for name, o in self.parts}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiOffset:
+        raise TypeError(_BY_SOURCE.format("offset"))
+
+    def describe(self) -> str:
+        return ", ".join(f"{name}={o.describe()}" for name, o in self.parts)
+
+
+@dataclass(frozen=True)
+class MultiRange(SourceRange):
+    """Each source's slice of one epoch, by name (None: nothing new there), from ``start``."""
+
+    start: MultiOffset
+    parts: tuple[tuple[str, SourceRange | None], ...]
+
+    def part(self, name: str) -> SourceRange | None:
+        return dict(self.parts)[name]
+
+    @property
+    def end(self) -> MultiOffset:
+        starts = self.start.by_name
+        return MultiOffset(
+            tuple((name, starts[name] if r is None else r.end) for name, r in self.parts)
+        )
+
+    @property
+    def units(self) -> int:
+        return sum(r.units for _, r in self.parts if r is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "multi",
+            "start": self.start.to_dict(),
+            "sources": {name: None if r is None else r.to_dict() for name, r in self.parts},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MultiRange:
+        raise TypeError(_BY_SOURCE.format("range"))
+
+
+class MultiSource(Source[MultiOffset, MultiRange]):
+    """The named ``sources`` (left first) as one source; ``schemas``: each one's columns, so
+    a source with nothing new in an epoch reads as an empty frame of its own columns.
+
+    Caps apply to each source on its own: ``max_units=10`` plans up to 10 units of each.
+    """
+
+    offset_type = MultiOffset
+    range_type = MultiRange
+
+    def __init__(
+        self, sources: Mapping[str, Source[Any, Any]], schemas: Mapping[str, Columns]
+    ) -> None:
+        _check_names(list(sources), list(schemas))
+        self.sources = dict(sources)
+        self.schemas = {name: tuple(schemas[name]) for name in self.sources}
+        self.first = next(iter(self.sources))
+        units = {s.unit_name for s in self.sources.values()}
+        self.unit_name = units.pop() if len(units) == 1 else "units"
+
+    @property
+    def location(self) -> str:
+        return ", ".join(f"{name}={s.location}" for name, s in self.sources.items())
+
+    def initial_offset(self) -> MultiOffset:
+        return MultiOffset(tuple((n, s.initial_offset()) for n, s in self.sources.items()))
+
+    def decode_offset(self, data: dict[str, Any]) -> MultiOffset:
+        stored = self._stored_parts(data, "offset")
+        return MultiOffset(tuple((n, s.decode_offset(stored[n])) for n, s in self.sources.items()))
+
+    def decode_range(self, data: dict[str, Any]) -> MultiRange:
+        stored = self._stored_parts(data, "range")
+        parts = tuple(
+            (n, None if stored[n] is None else s.decode_range(stored[n]))
+            for n, s in self.sources.items()
+        )
+        return MultiRange(self.decode_offset(data["start"]), parts)
+
+    def _stored_parts(self, data: dict[str, Any], what: str) -> dict[str, Any]:
+        """The ``sources`` of a stored multi offset or range; it must name exactly ours."""
+        stored = data.get("sources") if data.get("type") == "multi" else None
+        if not isinstance(stored, dict):
+            raise ValueError(f"not a multi {what}: {data!r}")
+        if sorted(stored) != sorted(self.sources):
+            raise ValueError(
+                f"the stored {what} is of the sources {_and(sorted(stored))}, but this "
+                f"pipeline reads {_and(list(self.sources))}"
+            )
+        return stored
+
+    def plan_range(
+        self, start: MultiOffset, max_units: int | None, max_records: int | None = None
+    ) -> MultiRange | None:
+        """Every source's next slice from its part of ``start``, each capped on its own;
+        None only when no source has anything new."""
+        starts = start.by_name
+        parts = tuple(
+            (n, s.plan_range(starts[n], max_units, max_records)) for n, s in self.sources.items()
+        )
+        if all(r is None for _, r in parts):
+            return None
+        return MultiRange(start, parts)
+
+    def offset_from_user(self, data: dict[str, Any]) -> MultiOffset:
+        """Every source's offset as that source takes it, by name:
+        ``{"persons": {"after_key": "p-0003.jsonl"}, "auctions": {"next_event": 5000}}``
+        (the stored form ``{"type": "multi", "sources": {...}}`` too)."""
+        given = data.get("sources") if data.get("type") == "multi" else data
+        if not isinstance(given, dict):
+            raise ValueError(f"expected each source's offset by name ({self._example()})")
+        names = list(self.sources)
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(
+                f"unknown source(s) {unknown}; this pipeline joins {_and(names)} "
+                f"({self._example()})"
+            )
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise ValueError(
+                f"no offset for {_and(missing)}: the sources of a join move together, since "
+                f"the join's state holds rows of both; give an offset for {_and(names)} "
+                f"({self._example()}), or rewind to a checkpoint instead "
+                "(restore_from=checkpoint with its epoch)"
+            )
+        return MultiOffset(tuple((n, self._user_part(n, given[n])) for n in names))
+
+    def _user_part(self, name: str, value: Any) -> Offset:
+        if not isinstance(value, dict):
+            raise ValueError(f"{name}: expected that source's offset as a mapping, not {value!r}")
+        try:
+            offset: Offset = self.sources[name].offset_from_user(value)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from exc
+        return offset
+
+    def _example(self) -> str:
+        return "{" + ", ".join(f'"{n}": {{...}}' for n in self.sources) + "}"
+
+    def is_before(self, a: MultiOffset, b: MultiOffset) -> bool:
+        """True when any source's part of ``a`` is before its part of ``b``."""
+        ours, theirs = a.by_name, b.by_name
+        return any(s.is_before(ours[n], theirs[n]) for n, s in self.sources.items())
+
+    def pending_units(self, start: MultiOffset) -> int | None:
+        starts = start.by_name
+        counts = [s.pending_units(starts[n]) for n, s in self.sources.items()]
+        return None if any(c is None for c in counts) else sum(c for c in counts if c)
+
+    def missing_units(self, rng: MultiRange) -> list[str]:
+        return [
+            f"{name}: {unit}"
+            for name, r in rng.parts
+            if r is not None
+            for unit in self.sources[name].missing_units(r)
+        ]
+
+    def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        """Each source's units of its slice, ``<name>:`` prefixed (what :func:`side_history`
+        reads back out of retention marks)."""
+        return tuple(
+            f"{name}:{unit}"
+            for name, s in self.sources.items()
+            if (part := _stored_part(range_data, name))
+            for unit in s.units_of(part)
+        )
+
+    def skipping_missing_input(self) -> MultiSource:
+        skipping = {n: s.skipping_missing_input() for n, s in self.sources.items()}
+        return MultiSource(skipping, self.schemas)
+
+    def waiting_partitions(self, rng: MultiRange) -> tuple[str, ...]:
+        return tuple(
+            f"{name}/{p}"
+            for name, r in rng.parts
+            if r is not None
+            for p in self.sources[name].waiting_partitions(r)
+        )
+
+    def before_hints(self, rng: MultiRange, column: str) -> dict[tuple[str, int], int | None]:
+        """The first source's (:meth:`side_hints`)."""
+        return self.side_hints(rng, self.first, column)
+
+    def side_hints(
+        self, rng: MultiRange, name: str, column: str
+    ) -> dict[tuple[str, int], int | None]:
+        """Source ``name``'s ``before_hints`` of its slice, partitions prefixed ``<name>/``
+        (after :meth:`read_each`: a files source takes them from the footers it read)."""
+        part = rng.part(name)
+        if part is None:
+            return {}
+        hints = self.sources[name].before_hints(part, column)
+        return {(f"{name}/{p}", major): bound for (p, major), bound in hints.items()}
+
+    def read(self, spark: SparkSession, rng: MultiRange) -> DataFrame:
+        """The first source's part of :meth:`read_each` (the contract's one frame)."""
+        return self._read_part(spark, self.first, rng.part(self.first))
+
+    def read_each(self, spark: SparkSession, rng: MultiRange) -> dict[str, DataFrame]:
+        """Each source's records by name: RECORD_COLUMNS (``_partition`` prefixed
+        ``<name>/``) then its schema's columns; an empty frame of those columns for a source
+        with nothing new."""
+        return {name: self._read_part(spark, name, r) for name, r in rng.parts}
+
+    def _read_part(self, spark: SparkSession, name: str, part: SourceRange | None) -> DataFrame:
+        from sluice.jvm.udfs import select
+        from sluice.operators.sqltext import lit, quote
+
+        if part is None:
+            return self.empty_frame(spark, name)
+        frame = self.sources[name].read(spark, part)
+        rest = [quote(c) for c in (*RECORD_COLUMNS[1:], *(c for c, _ in self.schemas[name]))]
+        return select(frame, f"concat({lit(name + '/')}, _partition) AS _partition", *rest)
+
+    def empty_frame(self, spark: SparkSession, name: str) -> DataFrame:
+        """No rows, with the columns and types source ``name``'s ``read`` gives."""
+        from sluice.jvm.udfs import select
+        from sluice.operators.sqltext import quote
+
+        schema = tuple((c, SPARK_TYPES[kind]) for c, kind in self.schemas[name])
+        columns = [f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in (*RECORD_TYPES, *schema)]
+        return select(spark.range(0), *columns)
+
+
+def side_history(planned: History, name: str) -> History:
+    """Source ``name``'s ``history`` (a files source's: what earlier epochs read) from the
+    pipeline's (``Repository.planned_files``): the units of its slice of every stored range,
+    and those retention marks kept for it (what :meth:`MultiSource.units_of` returned,
+    ``<name>:`` prefixed), the prefix stripped."""
+    prefix = f"{name}:"
+
+    def history(units_of: UnitsOf) -> set[str]:
+        def units(range_data: dict[str, Any]) -> list[str]:
+            part = _stored_part(range_data, name)
+            return [prefix + u for u in units_of(part)] if part else []
+
+        return {u[len(prefix) :] for u in planned(units) if u.startswith(prefix)}
+
+    return history
+
+
+def _stored_part(range_data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Source ``name``'s slice of a stored multi range (None: none, or not a multi range)."""
+    if range_data.get("type") != "multi":
+        return None
+    part: dict[str, Any] | None = (range_data.get("sources") or {}).get(name)
+    return part
+
+
+def _check_names(sources: list[str], schemas: list[str]) -> None:
+    if not sources or sorted(sources) != sorted(schemas):
+        raise ValueError(f"a schema for each source: sources {sources}, schemas {schemas}")
+    bad = [n for n in sources if not n or "/" in n or ":" in n]
+    if bad:
+        raise ValueError(f"source names {bad}: a name is not empty and holds no '/' or ':'")
+
+
+def _and(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
