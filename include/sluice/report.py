@@ -28,6 +28,9 @@ __all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "
 
 def describe_spec(spec: PipelineSpec) -> Table:
     table = Table(title=f"pipeline {spec.name}: valid", show_header=False)
+    if spec.join is not None:
+        _describe_join(table, spec)
+        return table
     table.add_row("source", spec.source.describe())
     table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in spec.source.schema))
     et = spec.event_time
@@ -69,6 +72,29 @@ def describe_spec(spec: PipelineSpec) -> Table:
     if spec.execution is not None:  # else the deployment's SLUICE_EXECUTION decides
         table.add_row("execution", f"{spec.execution} (the DAG's process step)")
     return table
+
+
+def _describe_join(table: Table, spec: PipelineSpec) -> None:
+    """A join pipeline: each source with its event time and filter, the join, the output."""
+    join = spec.join
+    assert join is not None
+    for side in join.sides:
+        et = side.event_time
+        table.add_row(f"source {side.name}", side.source.describe())
+        table.add_row("  schema", ", ".join(f"{c}: {t}" for c, t in side.source.schema))
+        table.add_row("  event time", f"{et.column}, out-of-orderness "
+                      f"{format_duration(et.max_out_of_orderness_us) or '0s'}")  # fmt: skip
+        if side.filter:
+            table.add_row("  filter", side.filter)
+    table.add_row("join", join.describe())
+    table.add_row("output", ", ".join(f"{c} = {e}" for c, e in join.output))
+    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
+        table.add_row(f"sink {sink.name}", sink.describe())
+    table.add_row(
+        "checkpoints",
+        f"{spec.checkpoint.storage} every "
+        f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}",
+    )
 
 
 def _describe_stateless(table: Table, spec: PipelineSpec) -> None:

@@ -42,15 +42,24 @@ def test_dag_shape(dagbag: DagBag, spec_path: Path) -> None:
     # data-aware: a run when the input watcher finds work, by time once a day (or interval)
     interval = timedelta(microseconds=spec.checkpoint.interval_us)
     assert dag.timetable.timetable.delta == max(timedelta(days=1), interval)
-    [watched] = dag.timetable.asset_condition.objects
-    assert watched.name == f"sluice__{spec.name}__input"
-    [watcher] = watched.watchers
-    assert type(watcher.trigger).__name__ == "NewInputTrigger"
-    assert watcher.trigger.poll_seconds == interval.total_seconds()  # the upper bound
-    # it looks every few seconds, never less often than the interval
-    assert watcher.trigger.look_seconds == min(LOOK_S, interval.total_seconds())
-    assert watcher.trigger.spec_path == str(spec_path.resolve())
-    assert watcher.trigger.dag_id == dag.dag_id
+    condition = dag.timetable.asset_condition
+    if spec.join is None:
+        assert [a.name for a in condition.objects] == [f"sluice__{spec.name}__input"]
+    else:  # an asset per source, any of them makes a run
+        assert type(condition).__name__ == "AssetAny"
+        names = [s.name for s in spec.join.sides]
+        assert [a.name for a in condition.objects] == [
+            f"sluice__{spec.name}__input__{n}" for n in names
+        ]
+        assert [a.watchers[0].trigger.source for a in condition.objects] == names
+    for watched in condition.objects:
+        [watcher] = watched.watchers
+        assert type(watcher.trigger).__name__ == "NewInputTrigger"
+        assert watcher.trigger.poll_seconds == interval.total_seconds()  # the upper bound
+        # it looks every few seconds, never less often than the interval
+        assert watcher.trigger.look_seconds == min(LOOK_S, interval.total_seconds())
+        assert watcher.trigger.spec_path == str(spec_path.resolve())
+        assert watcher.trigger.dag_id == dag.dag_id
     assert dag.dagrun_timeout == timedelta(microseconds=spec.checkpoint.timeout_us)
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "process", "commit"]
     for task in dag.tasks:

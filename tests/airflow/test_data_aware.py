@@ -48,6 +48,21 @@ def test_work_waiting_is_unplanned_input_or_an_abandoned_plan(local_workspace: A
     )
 
 
+def test_each_source_of_a_join_is_watched_on_its_own(local_workspace: Any) -> None:
+    """A join pipeline's input assets: one per source, each watcher counting only its own
+    source's new input (a run comes when any of them has some)."""
+    from tests.joins.data import make_input
+    from tests.joins.test_stream_join import join_spec_dict
+
+    rt = runtime(parse_spec(join_spec_dict(local_workspace, "window")))
+    auctions = rt.source.sources["auctions"]
+    assert work_waiting(rt, "persons") is None and work_waiting(rt, "auctions") is None
+    local_workspace.put_files(make_input(files=2).auctions[:1], "auctions")
+    assert work_waiting(rt, "persons") is None
+    assert work_waiting(rt, "auctions") == f"1 new input unit at {auctions.location}"
+    assert work_waiting(rt) == f"1 new input unit at {rt.source.location}"  # the whole
+
+
 def add_idle_and_bad_specs(pipelines: Path, root: Path) -> Any:
     """Next to a test's pipelines: ``idle`` (its input stays empty, watched every
     :data:`POLL_S`) and ``typo.yaml`` (a misspelt field); the runtime of ``idle``."""

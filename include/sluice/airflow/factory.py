@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, AssetWatcher, Param, task
+from airflow.sdk import DAG, Asset, AssetAny, AssetOrTimeSchedule, AssetWatcher, Param, task
 from airflow.sdk import DeltaDataIntervalTimetable as EveryInterval
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -64,6 +64,7 @@ __all__ = [
     "dag_id",
     "execution_mode",
     "input_asset",
+    "input_assets",
     "look_seconds",
     "paused_upon_creation",
     "pool_name",
@@ -141,21 +142,31 @@ def sink_asset(spec: PipelineSpec, sink: SinkSpec) -> Asset:
     return Asset(name=f"sluice__{spec.name}__{sink.name}", uri=uri, group="sluice")
 
 
-def input_asset(spec: PipelineSpec, spec_file: str) -> Asset:
-    """The pipeline's input, watched on the triggerer: an event means a run has work."""
+def input_asset(spec: PipelineSpec, spec_file: str, source: str | None = None) -> Asset:
+    """The pipeline's input, watched on the triggerer: an event means a run has work.
+    ``source``: one source of a join pipeline (each has its own asset)."""
     interval = spec.checkpoint.interval_us / 1e6
     trigger = NewInputTrigger(
         spec_path=spec_file,
         dag_id=dag_id(spec.name),
         poll_seconds=interval,
         look_seconds=look_seconds(),
+        source=source,
     )
+    suffix, path = (f"__{source}", f"/{source}") if source is not None else ("", "")
     return Asset(
-        name=f"sluice__{spec.name}__input",
-        uri=f"sluice-input://{spec.name}",
+        name=f"sluice__{spec.name}__input{suffix}",
+        uri=f"sluice-input://{spec.name}{path}",
         group="sluice",
-        watchers=[AssetWatcher(name=f"sluice__{spec.name}__new_input", trigger=trigger)],
+        watchers=[AssetWatcher(name=f"sluice__{spec.name}__new_input{suffix}", trigger=trigger)],
     )
+
+
+def input_assets(spec: PipelineSpec, spec_file: str) -> list[Asset]:
+    """The pipeline's input assets: one, or one per source of a join."""
+    if spec.join is None:
+        return [input_asset(spec, spec_file)]
+    return [input_asset(spec, spec_file, side.name) for side in spec.join.sides]
 
 
 def look_seconds() -> float:
@@ -177,9 +188,10 @@ def look_seconds() -> float:
 def schedule(spec: PipelineSpec, spec_file: str) -> AssetOrTimeSchedule:
     """A run when the input watcher finds work, and by time every :data:`SAFETY_NET`."""
     every = max(SAFETY_NET, timedelta(microseconds=spec.checkpoint.interval_us))
-    return AssetOrTimeSchedule(
-        timetable=EveryInterval(every), assets=[input_asset(spec, spec_file)]
-    )
+    inputs = input_assets(spec, spec_file)
+    # any source with input makes a run (a list would wait for all of them)
+    assets = inputs if len(inputs) == 1 else AssetAny(*inputs)
+    return AssetOrTimeSchedule(timetable=EveryInterval(every), assets=assets)
 
 
 def build_dag(
@@ -434,14 +446,22 @@ def _operator(spec: PipelineSpec) -> str:
         return "stateless (select / filter, every accepted record appended; no state)"
     if spec.process is not None:
         return f"process function `{spec.process.function}` by {keys}"
+    if spec.join is not None:
+        return spec.join.describe()
     return f"{spec.windowing.describe()} windows by {keys}, emit {spec.emit}"
+
+
+def _sources(spec: PipelineSpec) -> str:
+    if spec.join is None:
+        return f"Source: {spec.source.describe()}"
+    return "Sources: " + ", ".join(f"`{s.name}` {s.source.describe()}" for s in spec.join.sides)
 
 
 def _doc(spec: PipelineSpec, spec_file: str) -> str:
     sinks = ", ".join(f"`{s.name}` → {s.describe()}" for s in spec.sinks)
     return (
         f"### Sluice pipeline `{spec.name}`\n\n"
-        f"Spec: `{spec_file}`. Source: {spec.source.describe()}; "
+        f"Spec: `{spec_file}`. {_sources(spec)}; "
         f"{_operator(spec)}. Sinks: {sinks}. One run = one epoch "
         f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
         f"{spec.qos}).\n\n"

@@ -77,9 +77,11 @@ def locations(spec: PipelineSpec, spec_file: str | Path) -> list[Location]:
         if uri is not None:
             found.append(Location(spec_file, spec.name, field, kind, uri))
 
-    read = spec.source.storage_path()
-    if read:
-        add("source.path", INPUT, _uri(read))
+    sides = [(f"sources.{s.name}.path", s.source) for s in spec.join.sides] if spec.join else []
+    for field, source in sides or [("source.path", spec.source)]:
+        read = source.storage_path()
+        if read:
+            add(field, INPUT, _uri(read))
     for sink in spec.sinks:
         add(f"sinks.{sink.name}", OUTPUT, _output(sink))
     for side in (spec.late_records, spec.dead_letters):

@@ -67,14 +67,14 @@ RUN_APPEARS_S = 120.0
 _ACTIVE = ["queued", "running"]
 
 
-def work_waiting(rt: Runtime) -> str | None:
+def work_waiting(rt: Runtime, source: str | None = None) -> str | None:
     """Why a new run of the pipeline would have work, or None when it would find nothing:
     :func:`next_start` and :func:`pending_work` in one go.
 
     Called only while no run of the pipeline is in flight.
     """
     reason, start = next_start(rt)
-    return reason if reason is not None else pending_work(rt, start)
+    return reason if reason is not None else pending_work(rt, start, source)
 
 
 def next_start(rt: Runtime) -> tuple[str | None, Any]:
@@ -95,16 +95,20 @@ def next_start(rt: Runtime) -> tuple[str | None, Any]:
     return None, start
 
 
-def pending_work(rt: Runtime, start: Any) -> str | None:
+def pending_work(rt: Runtime, start: Any, source: str | None = None) -> str | None:
     """Why a run has work at source offset ``start`` (one listing of the source): any input
     unit after it counts; a source that cannot count (unbounded, None) always has work, as on
-    a time schedule. None when there is nothing."""
-    units = rt.source.pending_units(start)
+    a time schedule. None when there is nothing. ``source``: one source of a join pipeline
+    (its input asset's watcher), at its part of ``start``."""
+    part: Any = rt.source
+    if source is not None:  # a MultiSource (sluice.sources.multi) and its MultiOffset
+        part, start = rt.source.sources[source], start.by_name[source]  # type: ignore[attr-defined]
+    units = part.pending_units(start)
     if units is None:
-        return f"source {rt.source.location} cannot count its new input; a run looks"
+        return f"source {part.location} cannot count its new input; a run looks"
     if units == 0:
         return None
-    return f"{units} new input unit{'s' if units != 1 else ''} at {rt.source.location}"
+    return f"{units} new input unit{'s' if units != 1 else ''} at {part.location}"
 
 
 @dataclass(frozen=True)
@@ -124,9 +128,15 @@ class NewInputTrigger(BaseEventTrigger):
     See the module doc."""
 
     def __init__(
-        self, spec_path: str, dag_id: str, poll_seconds: float, look_seconds: float | None = None
+        self,
+        spec_path: str,
+        dag_id: str,
+        poll_seconds: float,
+        look_seconds: float | None = None,
+        source: str | None = None,
     ) -> None:
         super().__init__()
+        self.source = source  # a join pipeline: the one source this watcher looks at
         self.spec_path, self.dag_id, self.poll_seconds = spec_path, dag_id, float(poll_seconds)
         look = LOOK_S if look_seconds is None else float(look_seconds)
         self.look_seconds = min(look, self.poll_seconds)
@@ -139,6 +149,7 @@ class NewInputTrigger(BaseEventTrigger):
                 "dag_id": self.dag_id,
                 "poll_seconds": self.poll_seconds,
                 "look_seconds": self.look_seconds,
+                **({"source": self.source} if self.source is not None else {}),
             },
         )
 
@@ -176,7 +187,7 @@ class NewInputTrigger(BaseEventTrigger):
                 known = _Known(rt, start, runs, now)
                 if reason is not None:
                     return reason, known
-            return pending_work(known.rt, known.start), known
+            return pending_work(known.rt, known.start, self.source), known
         except Exception:
             log.exception("%s: could not look for new input in %s", self.dag_id, self.spec_path)
             return None, None

@@ -39,6 +39,7 @@ __all__ = [
     "EpochOutput",
     "Frame",
     "Operator",
+    "SideInput",
     "StateInput",
     "StateUpdate",
 ]
@@ -128,6 +129,18 @@ class StateInput(Protocol):
     def needs_compaction(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class SideInput:
+    """One source's part of an epoch of a pipeline that reads several (a join): its rows
+    (RECORD_COLUMNS, ``_partition`` prefixed ``<source>/``, then its schema's columns), and
+    what :class:`EpochInput` says of the whole for one source."""
+
+    records: DataFrame
+    source_uri: str
+    waiting: tuple[str, ...] = ()
+    before_hints: dict[tuple[str, int], int | None] = field(default_factory=dict)
+
+
 S = TypeVar("S")  # the pipeline spec (the contracts do not know its type: sluice.spec does)
 
 
@@ -149,6 +162,9 @@ class EpochInput(Generic[S]):
     compact: bool = False  # write S_{k+1} as a full base
     # each lookup's table as the plan pinned it, by lookup name (sluice.operators.lookup)
     tables: dict[str, DataFrame] = field(default_factory=dict)
+    # a pipeline of several sources (a join): each one's part, by source name (``records``
+    # is then the first one's)
+    sides: dict[str, SideInput] = field(default_factory=dict)
 
 
 class EpochOutput(Protocol):

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from sluice.spec.model import PipelineSpec
 
-__all__ = ["DEAD_DDL", "InvalidExpression", "late_ddl", "null_safe_join", "quoted"]
+__all__ = ["DEAD_DDL", "JOIN_LATE_DDL", "InvalidExpression", "late_ddl", "null_safe_join", "quoted"]
 
 
 def quoted(name: str) -> str:
@@ -45,8 +45,18 @@ DEAD_DDL = (
 )
 
 
+# A join pipeline's late records: its sides' records differ, so a late record is its side
+# and its columns as JSON (sluice.joins.operator).
+JOIN_LATE_DDL = (
+    "side string, record string, window_start timestamp, window_end timestamp, "
+    "watermark timestamp, source_file string, source_line bigint, epoch bigint"
+)
+
+
 def late_ddl(spec: PipelineSpec) -> str:
     """The late-records sink's columns (every operator's late frame has these)."""
+    if spec.join is not None:
+        return JOIN_LATE_DDL
     record = ", ".join(f"{quoted(c)} {SPARK_TYPES[kind]}" for c, kind in spec.source.schema)
     return (
         f"{record}, window_start timestamp, window_end timestamp, watermark timestamp, "

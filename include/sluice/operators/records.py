@@ -147,12 +147,15 @@ def classify(
     *,
     mode: str = SCAN,
     runs: tuple[Run, ...] = (),
+    floor_us: int | None = None,
 ) -> Classification:
     """Derive, time and classify one epoch's records (see the module docstring).
 
     ``lateness`` None: no record is late. ``columns``: the record columns the operator reads
     (None: all but ``_raw`` / ``_file``); Spark then reads and shuffles only those. ``runs``
-    (EXACT): what a SCAN pass over the same input read (:attr:`PassFacts.runs`)."""
+    (EXACT): what a SCAN pass over the same input read (:attr:`PassFacts.runs`).
+    ``floor_us``: a watermark no record's may be below, besides the one the epoch starts from
+    (a join side's: the pipeline's, :mod:`sluice.joins.operator`)."""
     spark, spec = inp.spark, inp.spec
     et = spec.event_time
     # a record whose expression raised moves no watermark
@@ -164,6 +167,8 @@ def classify(
     kept = [quoted(c) for c in wanted]
     ts = f"CASE WHEN _error IS NULL THEN unix_micros({quoted(et.column)}) END AS _ts_us"
     before_us = inp.carried.watermark_us(et.max_out_of_orderness_us, et.idle_timeout_us)
+    if floor_us is not None:
+        before_us = floor_us if before_us is None else max(before_us, floor_us)
     used = _bounds(inp)
     carried = inp.carried.max_event_time_us
     # every step as SQL text (one Py4J call each); the helper UDFs as SQL functions, dropped

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame
+from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame, SideInput
 from sluice.contracts.records import (
     AttemptRecord,
     AttemptStatus,
@@ -47,6 +47,7 @@ from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.repository import advance
 from sluice.protocol.runtime import Runtime, SinkRole
 from sluice.sources.exceptions import PlannedFilesGone
+from sluice.sources.multi import MultiSource
 from sluice.spark import epoch_session
 from sluice.state import StoredState, state_input, state_parts, verify_parts, write_part
 
@@ -247,9 +248,10 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
     migration = plan.state_migration or StateMigration()
     state = read_state(session, rt, plan.state, migration)
     spec = rt.spec
+    sides = _sides(rt, session, rng) if spec.join is not None else {}
     inp = EpochInput(
         spark=session,
-        records=rt.source.read(session, rng),
+        records=next(iter(sides.values())).records if sides else rt.source.read(session, rng),
         spec=spec,
         carried=plan.watermark,
         state=state,
@@ -259,8 +261,26 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         before_hints=rt.source.before_hints(rng, spec.event_time.column),
         compact=state.needs_compaction() or (migration.changed and not state.empty),
         tables=lookup_tables(session, spec, dict(plan.tables), plan.epoch) if spec.lookup else {},
+        sides=sides,
     )
     return rt.operator().run(inp)
+
+
+def _sides(rt: Runtime, spark: SparkSession, rng: Any) -> dict[str, SideInput]:
+    """Each source's part of a join pipeline's epoch (its source is a :class:`MultiSource`)."""
+    source = rt.source
+    assert isinstance(source, MultiSource) and rt.spec.join is not None
+    frames = source.read_each(spark, rng)
+    waiting = source.waiting_partitions(rng)
+    sides = {}
+    for side in rt.spec.join.sides:
+        prefix = side.name + "/"
+        sides[side.name] = SideInput(
+            frames[side.name], source.sources[side.name].location,
+            tuple(p for p in waiting if p.startswith(prefix)),
+            source.side_hints(rng, side.name, side.event_time.column),
+        )  # fmt: skip
+    return sides
 
 
 def _stage(

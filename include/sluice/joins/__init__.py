@@ -1,0 +1,2 @@
+"""Stream–stream joins in event time (docs/joins.md): :class:`~sluice.joins.operator.
+JoinOperator`."""

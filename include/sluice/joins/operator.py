@@ -1,0 +1,457 @@
+"""One epoch of a stream–stream join in event time (docs/joins.md, ``join:`` of a spec).
+
+1. classify each side's records as every operator does (:func:`~sluice.operators.records.
+   classify`, with the side's event time, bound and filter): dead letters, filtered, late by
+   the side's watermark at the record's position, accepted. A record is late when a row it
+   could match may already have left the state: behind the watermark (interval, regular), or
+   every window of it closed (window join). The pass also gives each side's new watermark;
+   the pipeline's is their minimum (:func:`pipeline_watermark`);
+2. the accepted rows become state rows — side, join key, window start, event time, the
+   watermark past which no row of the other side can match them (``_exp``), the record as a
+   struct — and are joined with the other side's rows of the epoch and of ``S_k``: each pair
+   is emitted by the epoch in which its later row arrives, whatever the cut;
+3. ``S_{k+1}`` = the rows of ``S_k`` and of the epoch whose ``_exp`` the pipeline's new
+   watermark has not passed (written whole, as a base). ``how: left``: a left row that leaves
+   the state without ever having matched is emitted once, the right side's columns null.
+
+Why the output does not depend on the cut: a row leaves the state only once the watermark
+passes ``_exp``, and a record accepted later is at or above the watermark its epoch started
+from (the classification's floor is the pipeline's watermark), so no accepted record can
+match a row that already left; a record that could is late in every cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from sluice.contracts.operators import (
+    ACCEPTED,
+    LATE,
+    POSITION,
+    EpochCounts,
+    EpochFacts,
+    EpochInput,
+    StateUpdate,
+)
+from sluice.contracts.records import WatermarkState
+from sluice.contracts.sources import SPARK_TYPES
+from sluice.jvm.udfs import select
+from sluice.operators.base import JOIN_LATE_DDL, quoted
+from sluice.operators.records import (
+    EXACT,
+    SCAN,
+    Classification,
+    PassFacts,
+    classify,
+    dead_rows,
+    with_records,
+)
+from sluice.operators.sqltext import Sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sluice.contracts.records import StatePart
+    from sluice.spec.model import JoinSide, JoinSpec, PipelineSpec
+
+__all__ = [
+    "JOIN_LATE_DDL",
+    "JoinOperator",
+    "join_state_columns",
+    "pipeline_watermark",
+    "side_watermark",
+]
+
+LEFT, RIGHT = 0, 1
+_TAIL = ["_ws", "_ts", "_exp", "_matched", "_pos", "_l", "_r"]
+_NUMERIC = {"int": 1, "long": 2, "float": 3, "double": 4}
+
+
+def join_state_columns(join: JoinSpec) -> list[str]:
+    """A state row: the side, one column per join key, then :data:`_TAIL`."""
+    return ["_side", *[f"_k{i}" for i in range(len(join.on))], *_TAIL]
+
+
+def _key_types(join: JoinSpec) -> list[str]:
+    """Each key's Spark type: the left column's, or the wider numeric type of the two."""
+    left, right = dict(join.left.source.schema), dict(join.right.source.schema)
+    types = []
+    for lcol, rcol in join.on:
+        a, b = left[lcol], right[rcol]
+        if a != b and a in _NUMERIC and b in _NUMERIC:
+            a = a if _NUMERIC[a] >= _NUMERIC[b] else b
+        types.append(SPARK_TYPES[a])
+    return types
+
+
+def _struct_ddl(side: JoinSide) -> str:
+    fields = ", ".join(f"{quoted(c)}: {SPARK_TYPES[t]}" for c, t in side.source.schema)
+    return f"struct<{fields}>"
+
+
+class _Lateness:
+    """A side's lateness rule (:class:`~sluice.operators.records.Lateness`)."""
+
+    def __init__(self, join: JoinSpec) -> None:
+        self.window = join.window
+        self.size = join.window.size_us if join.window is not None else 0
+        self.slide = (join.window.slide_us or self.size) if join.window is not None else 0
+
+    def _last_end(self, ts: Sql) -> Sql:
+        return Sql(f"({ts} - pmod({ts}, {self.slide}L) + {self.size}L)")
+
+    def late(self, ts: Sql, wm: Sql) -> Sql:
+        if self.window is None:  # interval, regular: behind the watermark
+            return Sql(f"({ts} < {wm})")
+        return Sql(f"({self._last_end(ts)} <= {wm})")  # every window of it closed
+
+    def missed(self, ts: Sql, wm: Sql) -> Sql:
+        return Sql(f"CASE WHEN {self.late(ts, wm)} THEN 1 ELSE 0 END")
+
+    def first_close(self, ts: int) -> int:
+        if self.window is None:
+            return ts + 1
+        base = ts - self.size
+        first_start = base - base % self.slide + self.slide
+        return first_start + self.size
+
+
+class JoinOperator:
+    """The ``join`` operator (:func:`sluice.pipeline.operator_for`)."""
+
+    def __init__(self, spec: PipelineSpec) -> None:
+        assert spec.join is not None
+        self.spec = spec
+        self.join = spec.join
+
+    def state_columns(self) -> list[str]:
+        return join_state_columns(self.join)
+
+    def align_state(
+        self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]
+    ) -> DataFrame:
+        return frame.select(*[quoted(c) for c in self.state_columns()])
+
+    def current_state(self, state: Any) -> DataFrame | None:
+        """The rows waiting for a match (``sluice state``)."""
+        return state.frame()
+
+    def run(self, inp: EpochInput) -> JoinEpoch:
+        return JoinEpoch.start(inp, self.join)
+
+
+def pipeline_watermark(
+    join: JoinSpec, watermark: WatermarkState, sides: dict[str, int | None]
+) -> int | None:
+    """The pipeline's watermark: the minimum of the sides' (``sides``: each one's, with its
+    own bound and idle rule). A side that has shown no event holds it back, as a partition
+    does, unless it has an ``idle_timeout``; so does a side whose newest event is more than
+    its idle timeout behind the other's newest, which then stops holding it back."""
+    newest = {s.name: _newest(watermark, s.name) for s in join.sides}
+    overall = max((v for v in newest.values() if v is not None), default=None)
+    active: list[int] = []
+    for side in join.sides:
+        idle = side.event_time.idle_timeout_us
+        mine = newest[side.name]
+        if idle is not None and (mine is None or (overall is not None and overall - mine > idle)):
+            continue
+        value = sides[side.name]
+        if value is None:
+            return None
+        active.append(value)
+    return min(active) if active else None
+
+
+def _newest(watermark: WatermarkState, name: str) -> int | None:
+    prefix = name + "/"
+    values = [v for p, v in watermark.max_event_time_us.items() if p.startswith(prefix)]
+    return max(values) if values else None
+
+
+def side_watermark(watermark: WatermarkState, name: str) -> WatermarkState:
+    """The part of the pipeline's watermark state of one side (partitions ``<name>/...``)."""
+    prefix = name + "/"
+    return WatermarkState(
+        {p: v for p, v in watermark.max_event_time_us.items() if p.startswith(prefix)},
+        tuple(p for p in watermark.pending if p.startswith(prefix)),
+    )
+
+
+@dataclass
+class _Side:
+    side: JoinSide
+    index: int
+    inp: EpochInput
+    cls: Classification
+    rows: DataFrame  # the accepted records as state rows (cached)
+    facts: PassFacts
+
+
+@dataclass
+class JoinEpoch:
+    inp: EpochInput
+    join: JoinSpec
+    sides: list[_Side]
+    watermark: WatermarkState
+    watermark_us: int | None
+    pairs: DataFrame
+    rows: DataFrame  # S_k and the epoch's rows, matches marked (how: left), before expiry
+    cached: list[DataFrame]
+
+    @property
+    def horizon(self) -> int | None:
+        return None
+
+    def state_written(self, part: StatePart) -> None:
+        """Nothing kept about the parts."""
+
+    @classmethod
+    def start(cls, inp: EpochInput, join: JoinSpec) -> JoinEpoch:
+        floor = _floor(join, inp.carried)
+        lateness = _Lateness(join)
+        sides = [_side_pass(inp, join, s, i, lateness, floor) for i, s in enumerate(join.sides)]
+        # one job runs both sides' passes (the ledgers fill); a side whose bounds were not
+        # exact is classified again with exact watermarks
+        both = sides[0].rows.unionByName(sides[1].rows)
+        both.count()
+        for n, s in enumerate(sides):
+            s.facts = s.cls.facts()
+            if not s.facts.exact:
+                s.rows.unpersist()
+                sides[n] = _side_pass(inp, join, s.side, s.index, lateness, floor, s.facts.runs)
+                sides[n].rows.count()
+                sides[n].facts = sides[n].cls.facts()
+        maxima: dict[str, int] = {}
+        pending: list[str] = []
+        for s in sides:
+            maxima.update(s.facts.watermark.max_event_time_us)
+            pending += s.facts.watermark.pending
+        watermark = WatermarkState(maxima, tuple(sorted(pending)))
+        after = pipeline_watermark(join, watermark, {s.side.name: s.facts.after_us for s in sides})
+        new = sides[0].rows.unionByName(sides[1].rows)
+        old = inp.state.frame()
+        pairs = _pairs(join, new, old)
+        rows = new if old is None else old.unionByName(new)
+        cached: list[DataFrame] = [s.rows for s in sides]
+        if join.how == "left":
+            pairs = pairs.persist(StorageLevel.MEMORY_AND_DISK)
+            rows = _mark_matched(rows, pairs).persist(StorageLevel.MEMORY_AND_DISK)
+            cached += [pairs, rows]
+        return cls(inp, join, sides, watermark, after, pairs, rows, cached)
+
+    @property
+    def emitted(self) -> int | None:
+        return None  # counted by the write
+
+    @property
+    def results(self) -> DataFrame:
+        frames = [self.pairs.select("_l", "_r", "_ws")]
+        if self.join.how == "left" and self.watermark_us is not None:
+            gone = self.rows.where(
+                f"_side = {LEFT} AND NOT _matched AND _exp < {self.watermark_us}L"
+            )
+            right = _struct_ddl(self.join.right)
+            frames.append(select(gone, "_l", f"CAST(NULL AS {right}) AS _r", "_ws"))
+        rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        return _output(rows, self.join, self.inp.epoch)
+
+    def state_update(self) -> StateUpdate | None:
+        kept = self.rows
+        if self.watermark_us is not None:
+            kept = kept.where(f"_exp >= {self.watermark_us}L")
+        return StateUpdate("base", kept.select(*[quoted(c) for c in join_state_columns(self.join)]))
+
+    def finish(self, emitted: int | None, state_rows: int | None = None) -> EpochFacts:
+        counts = [s.facts.counts for s in self.sides]
+        total = EpochCounts(*[sum(getattr(c, f) for c in counts) for f in (
+            "records_read", "accepted", "late", "dead", "filtered", "late_rows")])  # fmt: skip
+        held = state_rows or 0
+        return EpochFacts(total, self.watermark, self.watermark_us, emitted or 0, held, held)
+
+    def late(self) -> DataFrame:
+        frames = [_late_rows(s, self.join, self.inp.epoch) for s in self.sides]
+        return frames[0].unionByName(frames[1])
+
+    def dead(self) -> DataFrame:
+        frames = [
+            dead_rows(s.cls.records, s.inp.spec, s.inp.epoch, s.inp.source_uri) for s in self.sides
+        ]
+        return frames[0].unionByName(frames[1])
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+def _floor(join: JoinSpec, carried: WatermarkState) -> int | None:
+    """The pipeline's watermark the epoch starts from (every side's records are late below
+    it: rows of the other side may have left the state there)."""
+    sides = {
+        s.name: side_watermark(carried, s.name).watermark_us(
+            s.event_time.max_out_of_orderness_us, s.event_time.idle_timeout_us
+        )
+        for s in join.sides
+    }
+    return pipeline_watermark(join, carried, sides)
+
+
+def _side_pass(
+    inp: EpochInput,
+    join: JoinSpec,
+    side: JoinSide,
+    index: int,
+    lateness: _Lateness,
+    floor: int | None,
+    runs: tuple[Any, ...] = (),
+) -> _Side:
+    """One side classified, its accepted records as state rows (cached, not yet run)."""
+    part = inp.sides[side.name]
+    side_inp = replace(
+        inp, records=part.records, spec=inp.spec.side_spec(side),
+        carried=side_watermark(inp.carried, side.name), waiting=part.waiting,
+        before_hints=part.before_hints, source_uri=part.source_uri, tables={}, sides={},
+    )  # fmt: skip
+    mode = EXACT if runs else SCAN
+    cls = classify(side_inp, lateness, floor_us=floor, mode=mode, runs=runs)
+    rows = _state_rows(cls.frame, join, side, index).persist(StorageLevel.MEMORY_AND_DISK)
+    return _Side(
+        side,
+        index,
+        side_inp,
+        cls,
+        rows,
+        PassFacts(EpochCounts(0, 0, 0, 0), WatermarkState(), None, True),
+    )
+
+
+def _state_rows(classified: DataFrame, join: JoinSpec, side: JoinSide, index: int) -> DataFrame:
+    """The accepted records of one side as state rows (columns of :func:`join_state_columns`)."""
+    accepted = classified.where(f"_class = {ACCEPTED}")
+    keys = [lc if index == LEFT else rc for lc, rc in join.on]
+    types = _key_types(join)
+    struct = "named_struct(" + ", ".join(f"'{c}', {quoted(c)}" for c, _ in side.source.schema) + ")"
+    left, right = _struct_ddl(join.left), _struct_ddl(join.right)
+    mine = f"{struct}"
+    ws = "CAST(NULL AS BIGINT)"
+    if join.window is not None:
+        size, slide = join.window.size_us, join.window.slide_us or join.window.size_us
+        last = f"_ts_us - pmod(_ts_us, {slide}L)"
+        if slide == size:
+            accepted = select(accepted, "*", f"{last} AS _w")
+        else:
+            first = f"(_ts_us - {size}L) - pmod(_ts_us - {size}L, {slide}L) + {slide}L"
+            accepted = select(accepted, "*", f"explode(sequence({first}, {last}, {slide}L)) AS _w")
+        # a window the record's position watermark closed is one it missed (late for it)
+        accepted = accepted.where(f"_wm IS NULL OR _w + {size}L > _wm")
+        ws = "_w"
+    if join.type == "window":
+        assert join.window is not None
+        expiry = f"{ws} + {join.window.size_us}L - 1"
+    elif join.type == "interval":
+        assert join.lower_us is not None and join.upper_us is not None
+        expiry = f"_ts_us + {join.upper_us}L" if index == LEFT else f"_ts_us - ({join.lower_us}L)"
+    else:
+        assert join.ttl_us is not None
+        expiry = f"_ts_us + {join.ttl_us}L"
+    return select(
+        accepted,
+        f"CAST({index} AS TINYINT) AS _side",
+        *[
+            f"CAST({quoted(k)} AS {t}) AS _k{i}"
+            for i, (k, t) in enumerate(zip(keys, types, strict=True))
+        ],
+        f"{ws} AS _ws",
+        "_ts_us AS _ts",
+        f"{expiry} AS _exp",
+        "false AS _matched",
+        "concat_ws(':', _epoch, _partition, _major, _line) AS _pos",
+        f"{mine if index == LEFT else f'CAST(NULL AS {left})'} AS _l",
+        f"{mine if index == RIGHT else f'CAST(NULL AS {right})'} AS _r",
+    )
+
+
+def _condition(join: JoinSpec) -> str:
+    terms = [f"l._k{i} = r._k{i}" for i in range(len(join.on))]
+    if join.type == "window":
+        terms.append("l._ws = r._ws")
+    elif join.type == "interval":
+        terms.append(f"r._ts BETWEEN l._ts + ({join.lower_us}L) AND l._ts + ({join.upper_us}L)")
+    else:
+        terms.append(f"abs(l._ts - r._ts) <= {join.ttl_us}L")
+    return " AND ".join(terms)
+
+
+def _pairs(join: JoinSpec, new: DataFrame, old: DataFrame | None) -> DataFrame:
+    """Every pair whose later row arrived this epoch: new left rows with the right rows of
+    the state and the epoch, the state's left rows with the epoch's right rows."""
+    condition = F.expr(_condition(join))
+    new_left, new_right = new.where(f"_side = {LEFT}"), new.where(f"_side = {RIGHT}")
+    right = new_right if old is None else old.where(f"_side = {RIGHT}").unionByName(new_right)
+    found = [new_left.alias("l").join(right.alias("r"), condition, "inner")]
+    if old is not None:
+        found.append(old.where(f"_side = {LEFT}").alias("l").join(new_right.alias("r"), condition))
+    picked = [f.select("l._l", "r._r", "l._ws", F.col("l._pos").alias("_lpos")) for f in found]
+    return picked[0] if len(picked) == 1 else picked[0].unionByName(picked[1])
+
+
+def _mark_matched(rows: DataFrame, pairs: DataFrame) -> DataFrame:
+    """``_matched`` set on every left row with a pair this epoch."""
+    hits = pairs.select(F.col("_lpos").alias("_hpos"), F.col("_ws").alias("_hws")).distinct()
+    hits = hits.withColumn("_hit", F.lit(True))
+    cond = (F.col("_pos") == F.col("_hpos")) & F.col("_ws").eqNullSafe(F.col("_hws"))
+    marked = rows.join(hits, cond & (F.col("_side") == LEFT), "left")
+    return marked.withColumn("_matched", F.col("_matched") | F.coalesce("_hit", F.lit(False))).drop(
+        "_hpos", "_hws", "_hit"
+    )
+
+
+def _output(rows: DataFrame, join: JoinSpec, epoch: int) -> DataFrame:
+    """The result columns (``output:``'s expressions over the sides' records) + _op, _epoch."""
+    window = []
+    if join.window is not None:
+        window = [
+            "timestamp_micros(_ws) AS window_start",
+            f"timestamp_micros(_ws + {join.window.size_us}L) AS window_end",
+        ]
+    named = select(
+        rows, f"_l AS {quoted(join.left.name)}", f"_r AS {quoted(join.right.name)}", *window
+    )
+    return select(
+        named,
+        *[f"{expression} AS {quoted(name)}" for name, expression in join.output],
+        "'upsert' AS _op",
+        f"{epoch}L AS _epoch",
+    )
+
+
+def _late_rows(side: _Side, join: JoinSpec, epoch: int) -> DataFrame:
+    """The side's late records: the side's name, the record's columns as JSON, its last
+    window (window joins), the watermark at its position and where it is in the source."""
+    late = side.cls.frame.where(f"_class = {LATE}").select(*POSITION, "_ts_us", "_wm")
+    rows = with_records(late, side.cls.records)
+    record = (
+        "to_json(named_struct("
+        + ", ".join(f"'{c}', {quoted(c)}" for c, _ in side.side.source.schema)
+        + "))"
+    )
+    window = ["CAST(NULL AS TIMESTAMP) AS window_start", "CAST(NULL AS TIMESTAMP) AS window_end"]
+    if join.window is not None:
+        size, slide = join.window.size_us, join.window.slide_us or join.window.size_us
+        start = f"_ts_us - pmod(_ts_us, {slide}L)"
+        window = [f"timestamp_micros({start}) AS window_start",
+                  f"timestamp_micros({start} + {size}L) AS window_end"]  # fmt: skip
+    return select(
+        rows,
+        f"'{side.side.name}' AS side",
+        f"{record} AS record",
+        *window,
+        "timestamp_micros(_wm) AS watermark",
+        "_file AS source_file",
+        "_line AS source_line",
+        f"{epoch}L AS epoch",
+    )

@@ -1,0 +1,70 @@
+"""A stream–stream join under SIGKILLs (#36, docs/joins.md): the step holding a fault point
+runs in a ``sluice`` subprocess that dies there (tests/faults/crashing.py); the recovery
+finishes or retries the epoch, and the committed output still equals the DuckDB reference of
+tests/joins/data.py — every pair once, every late record and dead letter once. The join's
+state is written whole every epoch (a base), so ``state.after_compaction`` is reached too.
+
+make test kills at four points drawn with a printed seed; make test-extended at every point.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sluice.protocol import ALL_FAULT_POINTS, run_epoch, run_until_drained
+from sluice.spec import parse_spec
+
+from tests.faults.conftest import report
+from tests.faults.crashing import crash_step
+from tests.fixtures.pipelines import committed_rows, runtime, staged_keys
+from tests.joins.data import connect, make_input, reference
+from tests.joins.test_stream_join import join_spec_dict, output_rows
+
+pytestmark = pytest.mark.spark
+
+SEED = 36
+DRAWN = tuple(random.Random(SEED).sample(ALL_FAULT_POINTS, 4))
+POINTS = [
+    pytest.param(DRAWN, id=f"four-points-seed-{SEED}"),
+    pytest.param(tuple(p for p in ALL_FAULT_POINTS if p not in DRAWN), id="every-other-point",
+                 marks=pytest.mark.extended),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("points", POINTS)
+def test_a_join_killed_at_fault_points_commits_the_reference(
+    spark: Any, local_workspace: Any, tmp_path: Path, request: Any, points: tuple[str, ...]
+) -> None:
+    inp = make_input(files=len(points) + 4)
+    local_workspace.put_files(inp.persons, "persons")
+    local_workspace.put_files(inp.auctions, "auctions")
+    body = join_spec_dict(local_workspace, "interval", "left")
+    body["checkpoint"]["retained"] = 2  # every commit retires an epoch: retention runs
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(body))
+    spec = parse_spec(body)
+    rt = runtime(spec)
+    run_epoch(rt, spark, max_units=1)
+    lines = [f"points drawn with seed {SEED}: {', '.join(DRAWN)}"]
+    for point in points:
+        epoch = rt.repo.latest_epoch() + 1
+        code = crash_step(rt, spark, spec_path, point, epoch, log=tmp_path / "cli.log")
+        assert code == -signal.SIGKILL, (point, code, (tmp_path / "cli.log").read_text()[-3000:])
+        run_epoch(rt, spark, max_units=1)  # recovers (or finishes the commit) and runs it
+        assert rt.repo.checkpoint(epoch) is not None
+        lines.append(f"{point:<26} epoch {epoch}: killed, recovered")
+    run_until_drained(rt, spark, max_units=1)
+    report(request.config, f"join under SIGKILLs ({len(points)} points)", lines)
+
+    expected = reference(connect(inp), "interval", how="left")
+    assert Counter(output_rows(spec)) == Counter(expected)
+    late = committed_rows(spec, "late_records")
+    assert Counter(r["side"] for r in late) == {"persons": 4, "auctions": 4}
+    assert len(committed_rows(spec, "dead_letters")) == 2
+    assert staged_keys(spec) == []
