@@ -4,12 +4,18 @@ Streaming, PyFlink and DuckDB, on the same generated data, on this machine.
     make bench          # 10M events, epochs of 1M (bench/results/latest.md + latest.png)
     make bench-quick    # a smoke-size run of every section (writes bench/results/quick.md)
     .venv/bin/python bench/nexmark.py [--events N] [--epoch-events M] [--sections a,b,...]
+        [--queries q0,q5,q7,q11,q3,q8]
+
+Queries (``--queries``, default all): q0/q5/q7/q11 read the bids; q3 and q8 join the person
+and auction streams (``bench/nexmark_joins.py``): the duckdb, sluice, sss and flink sections
+run them too, their rows in the report's section "Joins".
 
 Sections (``--sections``, default all, in this order):
 
-* ``data``: the bid stream of Nexmark events ``[0, N)`` as Parquet and JSON lines files
-  (``sluice.nexmark.write_files``, one file per ``--file-events`` events), cached under
-  ``.cache/bench/nexmark``.
+* ``data``: Nexmark events ``[0, N)`` as Parquet and JSON lines files
+  (``sluice.nexmark.write_files``, one file per ``--file-events`` events, a folder per kind:
+  ``bid/``, ``person/``, ``auction/``, every kind cut at the same event numbers), cached
+  under ``.cache/bench/nexmark``.
 * ``duckdb``: q0/q5/q7/q11 in one SQL query each, over each format: the near-hardware bound,
   and the reference every other engine's output is checked against.
 * ``plain``: the same Spark DataFrame query, run once as a plain batch (no state, no
@@ -61,6 +67,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.fixtures (runtime builder), bench.probe
 
+from bench import nexmark_joins as joins  # noqa: E402
 from bench.probe import PROBE_CONF, Counts, Py4JCounter, SparkProbe, Work, streaming_batch  # noqa: E402
 
 CACHE = ROOT / ".cache" / "bench"
@@ -134,7 +141,7 @@ class Report:
         from bench.report import render
 
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self.out.write_text(render(self, final=final))
+        self.out.write_text(self.with_joins(render(self, final=final)))
         self.out.with_suffix(".json").write_text(
             json.dumps(
                 {
@@ -148,6 +155,19 @@ class Report:
                 default=str,
             )
         )
+
+    def with_joins(self, text: str) -> str:
+        """``text`` (bench/report.py's) with the joins' section (bench/nexmark_joins.py)
+        before its notes (or its chart; or at the end)."""
+        where = f"{machine()} | {today()} | `{self.command}`"
+        section = joins.render(self.rows, where, os.cpu_count() or 1)
+        if not section:
+            return text
+        for marker in ("\n## Notes\n", "\n![chart]"):
+            at = text.find(marker)
+            if at >= 0:
+                return text[: at + 1] + "\n".join(section) + "\n" + text[at + 1 :]
+        return text + "\n" + "\n".join(section) + "\n"
 
 
 def say(text: str) -> None:
@@ -191,14 +211,14 @@ class Dataset:
     events: int
     file_events: int
 
-    def dir(self, fmt: str) -> Path:
-        return self.root / fmt / "bid"
+    def dir(self, fmt: str, kind: str = "bid") -> Path:
+        return self.root / fmt / kind
 
-    def glob(self, fmt: str) -> str:
-        return str(self.dir(fmt) / f"*.{fmt}")
+    def glob(self, fmt: str, kind: str = "bid") -> str:
+        return str(self.dir(fmt, kind) / f"*.{fmt}")
 
-    def files(self, fmt: str) -> list[Path]:
-        return sorted(self.dir(fmt).glob(f"*.{fmt}"))
+    def files(self, fmt: str, kind: str = "bid") -> list[Path]:
+        return sorted(self.dir(fmt, kind).glob(f"*.{fmt}"))
 
     def bids(self, files: list[Path] | None = None) -> int:
         """Bids in ``files`` (default: all): the rows every query reads (92% of events)."""
@@ -207,6 +227,13 @@ class Dataset:
         chosen = self.files("parquet") if files is None else files
         return sum(pq.ParquetFile(p).metadata.num_rows for p in chosen)
 
+    def join_records(self) -> int:
+        """Persons and auctions: the records q3 and q8 read (8% of events)."""
+        import pyarrow.parquet as pq
+
+        files = [f for kind in joins.SIDES.values() for f in self.files("parquet", kind)]
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+
 
 def write_dataset(report: Report, events: int, file_events: int, formats: list[str]) -> Dataset:
     from sluice.nexmark import write_files
@@ -214,8 +241,10 @@ def write_dataset(report: Report, events: int, file_events: int, formats: list[s
     ds = Dataset(CACHE / "nexmark" / f"{events}-{file_events}", events, file_events)
     for fmt in formats:
         done = ds.root / fmt / ".complete"
-        if done.exists():
-            say(f"data: {fmt} cached in {ds.dir(fmt)}")
+        # a cache from before q3/q8 kept the bids only
+        kinds = ("bid", *joins.SIDES.values())
+        if done.exists() and all(ds.files(fmt, kind) for kind in kinds):
+            say(f"data: {fmt} cached in {ds.root / fmt}")
             continue
         shutil.rmtree(ds.root / fmt, ignore_errors=True)
         with timed() as t:
@@ -226,10 +255,8 @@ def write_dataset(report: Report, events: int, file_events: int, formats: list[s
                 format=fmt,
                 events_per_file=file_events,  # type: ignore[arg-type]
             )
-        # Only bids are read: drop the person and auction files.
-        for kind in ("person", "auction"):
-            shutil.rmtree(ds.root / fmt / kind, ignore_errors=True)
         size = sum(p.stat().st_size for p in ds.files(fmt))
+        sides = {k: sum(p.stat().st_size for p in ds.files(fmt, k)) for k in joins.SIDES.values()}
         done.write_text("ok\n")
         report.add(
             Row(
@@ -240,7 +267,7 @@ def write_dataset(report: Report, events: int, file_events: int, formats: list[s
                 events,
                 t[0],
                 len(ds.files(fmt)),
-                extra={"bytes": size},
+                extra={"bytes": size, **{f"{k}_bytes": n for k, n in sides.items()}},
             )
         )
     return ds
@@ -303,7 +330,9 @@ def reference_sql(query: str, bids: str) -> str:
         HAVING max(t) + {gap} <= final.wm"""
 
 
-def run_duckdb(report: Report, ds: Dataset, formats: list[str]) -> dict[str, Any]:
+def run_duckdb(
+    report: Report, ds: Dataset, formats: list[str], queries: list[str]
+) -> dict[str, Any]:
     """Each query over each format, written to Parquet (the write is part of the time, as
     every engine writes its output). Returns the reference tables (from Parquet input)."""
     con = duckdb_connection()
@@ -311,20 +340,24 @@ def run_duckdb(report: Report, ds: Dataset, formats: list[str]) -> dict[str, Any
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     for fmt in formats:
-        for query in QUERIES:
+        for query in queries:
+            join = query in joins.JOIN_QUERIES
+            if join:
+                kinds = [joins.duckdb_source(ds.root, fmt, k) for k in joins.SIDES.values()]
+                sql = joins.reference_sql(query, *kinds)
+            else:
+                sql = reference_sql(query, source_sql(ds, fmt))
             target = out / f"{query}-{fmt}.parquet"
             with timed() as t:
-                con.execute(
-                    f"COPY ({reference_sql(query, source_sql(ds, fmt))}) TO '{target}' "
-                    "(FORMAT parquet)"
-                )
+                con.execute(f"COPY ({sql}) TO '{target}' (FORMAT parquet)")
             (rows,) = con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchone()
             if fmt == "parquet":
                 REFERENCE[query] = target
             check = "reference" if fmt == "parquet" else same_tables(REFERENCE[query], target)
-            report.add(Row("duckdb", "DuckDB", query, fmt, ds.bids(), t[0], rows, check))
+            section, records = ("join-duckdb", ds.join_records()) if join else ("duckdb", ds.bids())
+            report.add(Row(section, "DuckDB", query, fmt, records, t[0], rows, check))
     con.close()
-    return {q: out / f"{q}-parquet.parquet" for q in QUERIES}
+    return {q: out / f"{q}-parquet.parquet" for q in queries}
 
 
 def same_tables(a: Path, b: Path) -> str:
@@ -359,6 +392,24 @@ def normalized_sql(query: str, relation: str) -> str:
         f"SELECT {lead}epoch_us(CAST(window_start AS TIMESTAMP)) AS ws, "
         f"epoch_us(CAST(window_end AS TIMESTAMP)) AS we, {values} FROM {relation}"
     )
+
+
+def check_join_output(query: str, relation_glob: str) -> str:
+    """``match`` when the engine's rows of join ``query`` equal the reference's as a
+    multiset (every pair, each as often), else what differs."""
+    con = duckdb_connection()
+    try:
+        engine = joins.normalized_sql(query, f"read_parquet('{relation_glob}')")
+        reference = f"SELECT * FROM read_parquet('{REFERENCE[query]}')"
+        missing, extra = (
+            con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0]
+            for a, b in ((reference, engine), (engine, reference))
+        )
+        if missing == extra == 0:
+            return "match"
+        return f"DIFFERS: {missing} reference rows missing, {extra} rows not in the reference"
+    finally:
+        con.close()
 
 
 def check_output(query: str, ds: Dataset, relation_glob: str, *, closed_only: bool = False) -> str:
@@ -440,11 +491,13 @@ def read_batch(spark: Any, fmt: str, paths: list[str]) -> Any:
     return reader.parquet(*paths) if fmt == "parquet" else reader.json(paths)
 
 
-def run_plain(report: Report, spark: Any, ds: Dataset, files_per_epoch: int) -> dict[str, float]:
+def run_plain(
+    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, queries: list[str]
+) -> dict[str, float]:
     """Each query once over all N events, and over the first epoch's files: the base the
     checkpoint overhead is measured against. Returns the per-epoch base per query."""
     per_epoch: dict[str, float] = {}
-    for query in QUERIES:
+    for query in queries:
         for scope in ("all", "epoch"):
             files = ds.files("parquet")
             paths = [str(p) for p in (files if scope == "all" else files[:files_per_epoch])]
@@ -581,14 +634,17 @@ def run_sluice_epochs(
 ) -> list[EpochTimes]:
     """plan -> process -> commit until drained (or ``max_epochs``), each step timed.
     ``probe``: count each process step's Spark work (:class:`bench.probe.SparkProbe`, input
-    passes = scans of the source's folder) and the plan and commit steps' Py4J calls; the
-    probe's own time (before and after the step) is kept apart in ``probe_s``."""
+    passes = scans of the source's folder, of either side's for a join) and the plan and
+    commit steps' Py4J calls; the probe's own time (before and after the step) is kept apart
+    in ``probe_s``."""
     from sluice.protocol import commit_epoch, plan_epoch, process_epoch
     from sluice.spec import load_spec
 
     from tests.fixtures.pipelines import runtime
 
     rt = runtime(load_spec(str(spec_path)))
+    join = rt.spec.join
+    inputs = [s.source.path for s in join.sides] if join else [rt.spec.source.path]
     epochs: list[EpochTimes] = []
     with StateTimer() as state:
         while max_epochs is None or len(epochs) < max_epochs:
@@ -599,7 +655,7 @@ def run_sluice_epochs(
                 break
             t1 = time.perf_counter()
             state.seconds = 0.0
-            probed = SparkProbe(spark, [rt.spec.source.path]) if probe else None
+            probed = SparkProbe(spark, inputs) if probe else None
             with probed or contextlib.nullcontext():
                 t1p = time.perf_counter()
                 record = process_epoch(rt, spark, plan.epoch)
@@ -655,6 +711,7 @@ def run_sluice(
     files_per_epoch: int,
     plain: dict[str, float],
     runs: list[tuple[str, int, bool]],
+    queries: list[str],
 ) -> None:
     """Each query at each (format, qos, strict schema) of ``runs``: after a warm-up and one
     untimed round of every level, measured twice, in the order of ``runs`` and then in the
@@ -663,7 +720,7 @@ def run_sluice(
     the first level measured ran slowest whichever it was (run as qos 2, 1, 0, q5 Parquet
     took 2.79 / 2.33 / 1.94 s; qos 0 had been the slowest when it ran first)."""
     cores = int(spark.sparkContext.defaultParallelism)
-    for query in QUERIES:
+    for query in queries:
         # not timed: the first epochs of a query in a format compile its code (Spark's
         # codegen, the JIT) and build the plans kept per context (JSON lines' parse)
         for fmt in dict.fromkeys(fmt for fmt, _, _ in runs):
@@ -671,8 +728,7 @@ def run_sluice(
                                bid_source(ds, fmt, files_per_epoch), 2,
                                WORK / "sluice" / f"warm-{query}-{fmt}")  # fmt: skip
             run_sluice_epochs(spark, warm, max_epochs=2, probe=False)
-        measured: dict[tuple[str, int, bool], list[tuple[float, list[EpochTimes], str, Path]]]
-        measured = {run: [] for run in runs}
+        measured: dict[tuple[str, int, bool], list[Round]] = {run: [] for run in runs}
         # a settling round (every level once, untimed): ABBA cancels a steady drift, not the
         # steeper speed-up of the first runs after the warm-up
         for fmt, qos, strict in runs:
@@ -694,42 +750,106 @@ def run_sluice(
             check = check_output(query, ds, f"{work}/out/*.parquet")
             measured[(fmt, qos, strict)].append((seconds, epochs, check, work))
         for (fmt, qos, strict), rounds in measured.items():
-            seconds = statistics.mean(r[0] for r in rounds)
-            epochs = [e for r in rounds for e in r[1]]
-            checks = sorted({r[2] for r in rounds})
-            work = rounds[-1][3]
-            per_epoch = statistics.median(e.total for e in epochs)
+            engine = f"Sluice qos {qos}{' strict' if strict else ''}"
             base = plain.get(query) if fmt == "parquet" else None
-            report.add(
-                Row(
-                    "sluice",
-                    f"Sluice qos {qos}{' strict' if strict else ''}",
-                    query,
-                    fmt,
-                    sum(e.records for e in rounds[0][1]),
-                    seconds,
-                    rows_out(f"{work}/out/*.parquet"),
-                    checks[0] if len(checks) == 1 else " / ".join(checks),
-                    extra={
-                        "qos": qos,
-                        "cores": cores,
-                        "rounds": [r[0] for r in rounds],
-                        "epochs": len(rounds[0][1]),
-                        "epoch_s": per_epoch,
-                        "plan_s": statistics.median(e.plan for e in epochs),
-                        "process_s": statistics.median(e.process for e in epochs),
-                        "commit_s": statistics.median(e.commit for e in epochs),
-                        "state_write_s": statistics.median(e.state_write for e in epochs),
-                        "state_bytes": epochs[-1].state_bytes if epochs else 0,
-                        "state_bytes_max": max((e.state_bytes for e in epochs), default=0),
-                        "state_rows": epochs[-1].state_rows if epochs else 0,
-                        "plain_epoch_s": base,
-                        "overhead": (per_epoch / base - 1) if base else None,
-                        "work": steady_work(rounds[-1][1]),
-                        "probe_s": sum(e.probe_s for e in epochs),
-                    },
-                )
-            )
+            report.add(sluice_row("sluice", engine, query, fmt, qos, cores, rounds, base))
+
+
+Round = tuple[float, list[EpochTimes], str, Path]  # seconds, epochs, check, work folder
+
+
+def sluice_row(
+    section: str, engine: str, query: str, fmt: str, qos: int, cores: int,
+    rounds: list[Round], base: float | None,
+) -> Row:  # fmt: skip
+    """The row of a run measured in ``rounds`` (the mean of their times; the epochs' medians;
+    the state after the last epoch; the Spark work of the last round's steady epochs)."""
+    seconds = statistics.mean(r[0] for r in rounds)
+    epochs = [e for r in rounds for e in r[1]]
+    checks = sorted({r[2] for r in rounds})
+    work = rounds[-1][3]
+    per_epoch = statistics.median(e.total for e in epochs)
+    return Row(
+        section,
+        engine,
+        query,
+        fmt,
+        sum(e.records for e in rounds[0][1]),
+        seconds,
+        rows_out(f"{work}/out/*.parquet"),
+        checks[0] if len(checks) == 1 else " / ".join(checks),
+        extra={
+            "qos": qos,
+            "cores": cores,
+            "rounds": [r[0] for r in rounds],
+            "epochs": len(rounds[0][1]),
+            "epoch_s": per_epoch,
+            "plan_s": statistics.median(e.plan for e in epochs),
+            "process_s": statistics.median(e.process for e in epochs),
+            "commit_s": statistics.median(e.commit for e in epochs),
+            "state_write_s": statistics.median(e.state_write for e in epochs),
+            "state_bytes": epochs[-1].state_bytes if epochs else 0,
+            "state_bytes_max": max((e.state_bytes for e in epochs), default=0),
+            "state_rows": epochs[-1].state_rows if epochs else 0,
+            "plain_epoch_s": base,
+            "overhead": (per_epoch / base - 1) if base else None,
+            "work": steady_work(rounds[-1][1]),
+            "probe_s": sum(e.probe_s for e in epochs),
+        },
+    )
+
+
+# Sluice's runs of the joins: (format, qos)
+JOIN_RUNS = (("parquet", 0), ("parquet", 2), ("jsonl", 2))
+
+
+def join_spec_file(
+    ds: Dataset, query: str, name: str, fmt: str, files_per_epoch: int, qos: int, work: Path
+) -> Path:
+    """Write the join spec of ``query`` (:func:`bench.nexmark_joins.join_spec`) into a new
+    ``work``; sinks and checkpoints there."""
+    import yaml
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    spec = joins.join_spec(query, name, ds.root, fmt, files_per_epoch, qos, work)
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run_sluice_joins(
+    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, queries: list[str],
+    runs: tuple[tuple[str, int], ...] = JOIN_RUNS,
+) -> None:  # fmt: skip
+    """The joins as :func:`run_sluice` runs the bid queries: two warm-up epochs per format, a
+    settling round, then every run twice in ABBA order, reported as the mean. Each epoch
+    reads ``files_per_epoch`` files of each side."""
+    cores = int(spark.sparkContext.defaultParallelism)
+    for query in queries:
+        for fmt in dict.fromkeys(fmt for fmt, _ in runs):  # not timed: codegen, the JIT
+            name = f"bench_{query}_warm"
+            warm = join_spec_file(ds, query, name, fmt, files_per_epoch, 2,
+                                  WORK / "sluice" / f"warm-{query}-{fmt}")  # fmt: skip
+            run_sluice_epochs(spark, warm, max_epochs=2, probe=False)
+        for fmt, qos in runs:  # the settling round
+            name = f"bench_{query}_{fmt}_qos{qos}"
+            work = WORK / "sluice" / name / "settle"
+            settle = join_spec_file(ds, query, name, fmt, files_per_epoch, qos, work)
+            run_sluice_epochs(spark, settle, probe=False)
+        measured: dict[tuple[str, int], list[Round]] = {run: [] for run in runs}
+        for fmt, qos in [*runs, *reversed(runs)]:
+            name = f"bench_{query}_{fmt}_qos{qos}"
+            work = WORK / "sluice" / name / str(len(measured[(fmt, qos)]))
+            spec = join_spec_file(ds, query, name, fmt, files_per_epoch, qos, work)
+            with timed() as t:
+                epochs = run_sluice_epochs(spark, spec)
+            seconds = t[0] - sum(e.probe_s for e in epochs)
+            check = check_join_output(query, f"{work}/out/*.parquet")
+            measured[(fmt, qos)].append((seconds, epochs, check, work))
+        for (fmt, qos), rounds in measured.items():
+            engine = f"Sluice qos {qos}"
+            report.add(sluice_row("join-sluice", engine, query, fmt, qos, cores, rounds, None))
 
 
 def rows_out(glob: str) -> int:
@@ -747,14 +867,15 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 
 
 def run_sss(
-    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str]
-) -> None:
+    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str],
+    queries: list[str],
+) -> None:  # fmt: skip
     """Structured Streaming: AvailableNow over the same files, RocksDB state, a checkpoint
     location; one micro-batch per epoch's worth of files. Each query first runs once over a
     folder holding the first file only (not timed), as Sluice's runs are warmed up."""
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     for fmt in formats:
-        for query in QUERIES:
+        for query in queries:
             first = WORK / "sss" / f"warm-{fmt}" / "in"
             shutil.rmtree(first.parent, ignore_errors=True)
             first.mkdir(parents=True)
@@ -812,6 +933,91 @@ def sss_run(
     return list(running.recentProgress), calls.calls
 
 
+def run_sss_joins(
+    report: Report, spark: Any, ds: Dataset, files_per_epoch: int, formats: list[str],
+    queries: list[str],
+) -> None:  # fmt: skip
+    """The joins in Structured Streaming: a file stream per side (``maxFilesPerTrigger`` =
+    an epoch's files each: a micro-batch reads the same event range of both), a stream-stream
+    join (:func:`bench.nexmark_joins.sss_query`), AvailableNow, RocksDB state. Each query
+    first runs once over the first file of each side (not timed)."""
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    for fmt in formats:
+        for query in queries:
+            first = WORK / "sss" / f"warm-joins-{fmt}" / "in"
+            shutil.rmtree(first.parent, ignore_errors=True)
+            for kind in joins.SIDES.values():
+                (first / kind).mkdir(parents=True)
+                head = ds.files(fmt, kind)[0]
+                (first / kind / head.name).symlink_to(head)
+            sss_join_run(spark, query, fmt, first, first.parent / query, 1)  # not measured
+            work = WORK / "sss" / f"{query}-{fmt}"
+            inputs = [ds.dir(fmt, kind) for kind in joins.SIDES.values()]
+            with SparkProbe(spark, inputs) as probe, timed() as t:
+                progress, calls = sss_join_run(
+                    spark, query, fmt, ds.root / fmt, work, files_per_epoch
+                )
+            batches = [p for p in progress if p.get("numInputRows", 0) > 0]
+            report.add(
+                Row(
+                    "join-sss",
+                    "Spark Structured Streaming",
+                    query,
+                    fmt,
+                    sum(int(p["numInputRows"]) for p in progress),
+                    t[0],
+                    rows_out(f"{work}/out/*.parquet"),
+                    check_join_output(query, f"{work}/out/*.parquet"),
+                    extra={
+                        "batches": len(progress),
+                        "data_batches": len(batches),
+                        "epoch_s": statistics.median(
+                            p["durationMs"]["triggerExecution"] / 1000 for p in batches
+                        )
+                        if batches
+                        else None,
+                        "state_store": "RocksDB",
+                        "state_rows": _sss_state_rows(progress),
+                        "work": sss_work(probe.work, batches, calls),
+                    },
+                )
+            )
+
+
+def sss_join_run(
+    spark: Any, query: str, fmt: str, folder: Path, work: Path, files_per_trigger: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One AvailableNow run of join ``query`` over ``folder``'s ``person/`` and ``auction/``
+    into ``work``: its progress list and the Py4J calls Python made to define, start and
+    await it."""
+    shutil.rmtree(work, ignore_errors=True)
+    with Py4JCounter() as calls:
+        sides = []
+        for name, kind in joins.SIDES.items():
+            reader = spark.readStream.schema(joins.ddl(name))
+            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+            path = str(folder / kind)
+            sides.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
+        writer = (
+            joins.sss_query(query, *sides)
+            .writeStream.format("parquet")
+            .option("path", str(work / "out"))
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .outputMode("append")
+            .trigger(availableNow=True)
+        )
+        running = writer.start()
+        running.awaitTermination()
+    return list(running.recentProgress), calls.calls
+
+
+def _sss_state_rows(progress: list[dict[str, Any]]) -> int | None:
+    """The rows in the join's state stores after the last micro-batch."""
+    if not progress:
+        return None
+    return sum(int(op.get("numRowsTotal", 0)) for op in progress[-1].get("stateOperators", []))
+
+
 def sss_work(work: Work, batches: list[dict[str, Any]], calls: int) -> dict[str, Any]:
     """The medians of the probed counts over the steady micro-batches (those with data but the
     first), each batch's jobs and executions told apart by their description (``batch = N``).
@@ -831,7 +1037,9 @@ def sss_work(work: Work, batches: list[dict[str, Any]], calls: int) -> dict[str,
 # --- PyFlink ----------------------------------------------------------------------------
 
 
-def run_flink(report: Report, ds: Dataset, formats: list[str], interval: str) -> None:
+def run_flink(
+    report: Report, ds: Dataset, formats: list[str], interval: str, queries: list[str]
+) -> None:
     script = ROOT / "bench" / "peers" / "flink_nexmark.py"
     if not FLINK_PYTHON.exists():
         report.notes.append(
@@ -840,12 +1048,14 @@ def run_flink(report: Report, ds: Dataset, formats: list[str], interval: str) ->
         say(report.notes[-1])
         return
     for fmt in formats:
-        for query in QUERIES:
+        for query in queries:
+            join = query in joins.JOIN_QUERIES
             work = WORK / "flink" / f"{query}-{fmt}"
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
+            folder = ds.root / fmt if join else ds.dir(fmt)  # a join: person/ and auction/
             command = [
-                str(FLINK_PYTHON), str(script), "--input", str(ds.dir(fmt)), "--format", fmt,
+                str(FLINK_PYTHON), str(script), "--input", str(folder), "--format", fmt,
                 "--query", query, "--out", str(work / "out"),
                 "--checkpoints", str(work / "checkpoints"), "--parallelism", "2",
                 "--checkpoint-interval", interval,
@@ -866,14 +1076,17 @@ def run_flink(report: Report, ds: Dataset, formats: list[str], interval: str) ->
                 say(report.notes[-1])
                 continue
             out_glob = result.get("output_glob") or f"{work}/out/*.parquet"
-            check = check_output(query, ds, out_glob, closed_only=True)
+            if join:
+                check = check_join_output(query, out_glob)
+            else:
+                check = check_output(query, ds, out_glob, closed_only=True)
             report.add(
                 Row(
-                    "flink",
+                    "join-flink" if join else "flink",
                     "PyFlink",
                     query,
                     fmt,
-                    int(result.get("events") or ds.bids()),
+                    int(result.get("events") or (ds.join_records() if join else ds.bids())),
                     float(result["seconds"]),
                     result.get("rows_out"),
                     check,
@@ -1234,6 +1447,13 @@ def main() -> int:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    queries = args.queries.split(",") if args.queries else [*QUERIES, *joins.JOIN_QUERIES]
+    unknown = set(queries) - {*QUERIES, *joins.JOIN_QUERIES}
+    if unknown:
+        raise SystemExit(f"unknown queries {sorted(unknown)}; choose from "
+                         f"{', '.join([*QUERIES, *joins.JOIN_QUERIES])}")  # fmt: skip
+    bid_queries = [q for q in QUERIES if q in queries]
+    join_queries = [q for q in joins.JOIN_QUERIES if q in queries]
     formats = ["parquet", "jsonl"]
     files_per_epoch = args.epoch_events // args.file_events
     command = " ".join(["bench/nexmark.py", *sys.argv[1:]])
@@ -1241,7 +1461,7 @@ def main() -> int:
     say(f"{report.command}: {machine()}, {cpu_model()}; sections {', '.join(sections)}")
 
     ds = write_dataset(report, args.events, args.file_events, formats)
-    duck = run_duckdb(report, ds, formats)
+    duck = run_duckdb(report, ds, formats, [*bid_queries, *join_queries])
     REFERENCE.update(duck)
     spark = None
     try:
@@ -1256,15 +1476,18 @@ def main() -> int:
             warm_up(spark, ds, files_per_epoch)
         plain: dict[str, float] = {}
         if "plain" in sections:
-            plain = run_plain(report, spark, ds, files_per_epoch)
+            plain = run_plain(report, spark, ds, files_per_epoch, bid_queries)
         if "sluice" in sections:
             runs = [("parquet", 0, False), ("parquet", 1, False), ("parquet", 2, False),
                     ("jsonl", 2, False), ("jsonl", 2, True)]  # fmt: skip
-            run_sluice(report, spark, ds, files_per_epoch, plain, runs)
+            run_sluice(report, spark, ds, files_per_epoch, plain, runs, bid_queries)
+            run_sluice_joins(report, spark, ds, files_per_epoch, join_queries)
         if "sss" in sections:
-            run_sss(report, spark, ds, files_per_epoch, formats)
+            run_sss(report, spark, ds, files_per_epoch, formats, bid_queries)
+            run_sss_joins(report, spark, ds, files_per_epoch, formats, join_queries)
         if "flink" in sections:
-            run_flink(report, ds, formats, args.flink_checkpoint_interval)
+            run_flink(report, ds, formats, args.flink_checkpoint_interval,
+                      [*bid_queries, *join_queries])  # fmt: skip
         if "fixed" in sections:
             run_fixed(report, spark, args.repeats)
         if "scaling" in sections:
@@ -1304,6 +1527,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epoch-events", type=int, default=None, help="events per epoch (1M)")
     parser.add_argument("--file-events", type=int, default=None, help="events per file (100k)")
     parser.add_argument("--sections", default=None, help=f"comma list of {', '.join(SECTIONS)}")
+    parser.add_argument("--queries", default=None,
+                        help=f"comma list of {', '.join([*QUERIES, *joins.JOIN_QUERIES])} "
+                        "(default all)")  # fmt: skip
     parser.add_argument("--state-sizes", default=None, help="total keys (10k..10M)")
     parser.add_argument("--epoch-sizes", default=None, help="events per epoch (10k..10M)")
     parser.add_argument("--touched-keys", type=int, default=10_000)

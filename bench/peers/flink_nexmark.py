@@ -1,16 +1,17 @@
-"""Nexmark q0 / q5 / q7 / q11 on Apache Flink (PyFlink, Flink SQL window TVFs): the peer that
-``bench/nexmark.py --sections flink`` compares Sluice with.
+"""Nexmark q0 / q5 / q7 / q11 (window TVFs) and the joins q3 / q8 on Apache Flink (PyFlink,
+Flink SQL): the peer that ``bench/nexmark.py --sections flink`` compares Sluice with.
 
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py \\
-        --input DIR --format jsonl|parquet --query q0|q5|q7|q11 --out OUTDIR --checkpoints CKDIR \\
-        [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
+        --input DIR --format jsonl|parquet --query q0|q5|q7|q11|q3|q8 --out OUTDIR \\
+        --checkpoints CKDIR [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py --self-check
 
 ``scripts/flink-venv.sh`` makes the venv (``apache-flink==2.3.0``, Java 17) and puts the jars
 Flink does not ship into PyFlink's ``lib/``: ``flink-sql-parquet`` with the Hadoop client it
 needs (the output is always Parquet, so JSON runs need them too) and ``sluice-bench-flink.jar``
 (``bench/peers/java``). ``DIR`` holds the bid files ``sluice.nexmark.write_files`` writes
-(``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too).
+(``events-<first>-<last>.jsonl|.parquet``; a folder with a ``bid/`` subfolder works too); for
+q3 and q8, the folder with the ``person/`` and ``auction/`` subfolders it writes beside.
 
 The job: STREAMING mode on a local MiniCluster (one TaskManager, ``--parallelism`` slots),
 EXACTLY_ONCE checkpoints every ``--checkpoint-interval`` to ``file://CKDIR``, a bounded file
@@ -21,10 +22,16 @@ UTC``:
 * q0 pass-through: event_id, auction, bidder, price, channel, url, date_time, extra;
 * q5 first stage: HOP 10 s every 2 s per auction: auction, window_start, window_end, bids;
 * q7 first stage: TUMBLE 10 s, no key: window_start, window_end, max_price, bids;
-* q11: SESSION gap 10 s per bidder: bidder, window_start, window_end, bid_count.
+* q11: SESSION gap 10 s per bidder: bidder, window_start, window_end, bid_count;
+* q8: a window join (TUMBLE 10 s on each side, joined on id = seller and the window): every
+  (person, auction) pair of a window: id, name, window_start, auction;
+* q3: an interval join (auction time within 1 min of the person's, so the state is bounded)
+  on id = seller, persons of OR / ID / CA, category-10 auctions: name, city, state, id.
 
 Every window closes at the end of the input (Flink's final MAX_WATERMARK), so the output has
 windows that a streaming run would still hold open: compare on ``window_end <= max(date_time)``.
+The joins' output is whole (a pair is emitted when both rows are in: the window join's at the
+window's end, which the end of the input reaches).
 
 Time: the bids' ``date_time`` has microseconds (a bid every 100 µs), Flink's event time is
 milliseconds. q5/q7 use the millisecond rowtime: their windows start on whole seconds, so the
@@ -77,6 +84,19 @@ BID_COLUMNS = {
     "date_time": "TIMESTAMP_LTZ(6)",
     "extra": "STRING",
 }
+PERSON_COLUMNS = {
+    "id": "BIGINT",
+    "name": "STRING",
+    "city": "STRING",
+    "state": "STRING",
+    "date_time": "TIMESTAMP_LTZ(6)",
+}
+AUCTION_COLUMNS = {
+    "id": "BIGINT",
+    "seller": "BIGINT",
+    "category": "BIGINT",
+    "date_time": "TIMESTAMP_LTZ(6)",
+}
 # Flink truncates TIMESTAMP_LTZ(6) to (3) (the millisecond a bid falls in, never the next).
 MILLIS_ROWTIME = "CAST(date_time AS TIMESTAMP_LTZ(3))"
 # The microsecond clock: one microsecond of the bid's time is one millisecond of event time.
@@ -95,7 +115,7 @@ SESSION_END = "MAX(date_time) + INTERVAL '10' SECOND"
 @dataclass(frozen=True)
 class Query:
     """One query: the bid columns it reads, its rowtime ``ts``, its SELECT over view ``bid``
-    and the sink's columns."""
+    and the sink's columns. A join (:data:`JOINS`) reads the views of :data:`JOIN_VIEWS`."""
 
     reads: tuple[str, ...]
     rowtime: str
@@ -143,6 +163,34 @@ QUERIES = {
         "bid_count BIGINT",
     ),
 }
+# A window or interval join of the person and auction views (each with ``ts``, the millisecond
+# rowtime: windows start on whole seconds, and the generator's sellers are persons of the last
+# seconds, nowhere near the 1 min bound).
+JOINS = {
+    "q8": Query(
+        reads=(),
+        rowtime=MILLIS_ROWTIME,
+        select="SELECT P.id, P.name, P.window_start, A.id FROM "
+        "(SELECT id, name, window_start, window_end FROM TABLE("
+        "TUMBLE(TABLE person, DESCRIPTOR(ts), INTERVAL '10' SECOND))) P JOIN "
+        "(SELECT id, seller, window_start, window_end FROM TABLE("
+        "TUMBLE(TABLE auction, DESCRIPTOR(ts), INTERVAL '10' SECOND))) A "
+        "ON P.id = A.seller AND P.window_start = A.window_start "
+        "AND P.window_end = A.window_end",
+        sink_columns="id BIGINT, name STRING, window_start TIMESTAMP(3), auction BIGINT",
+    ),
+    "q3": Query(
+        reads=(),
+        rowtime=MILLIS_ROWTIME,
+        select="SELECT P.name, P.city, P.state, A.id FROM auction A, person P "
+        "WHERE A.seller = P.id "
+        "AND A.ts BETWEEN P.ts - INTERVAL '1' MINUTE AND P.ts + INTERVAL '1' MINUTE "
+        "AND P.state IN ('OR', 'ID', 'CA') AND A.category = 10",
+        sink_columns="name STRING, city STRING, state STRING, id BIGINT",
+    ),
+}
+# a join's views, each from the subfolder of its name: the columns read
+JOIN_VIEWS = {"person": PERSON_COLUMNS, "auction": AUCTION_COLUMNS}
 PARQUET_SINK_OPTIONS = {
     "parquet.write.int64.timestamp": "true",  # not INT96
     "parquet.timestamp.time.unit": "micros",
@@ -190,7 +238,7 @@ def parse_args(argv: list[str] | None = None) -> Args | None:
     parser.add_argument("--self-check", action="store_true", help="check the install and exit")
     parser.add_argument("--input", type=Path, help="folder of bid files")
     parser.add_argument("--format", choices=["jsonl", "parquet"])
-    parser.add_argument("--query", choices=sorted(QUERIES))
+    parser.add_argument("--query", choices=sorted([*QUERIES, *JOINS]))
     parser.add_argument("--out", type=Path, help="output folder (new or empty)")
     parser.add_argument("--checkpoints", type=Path, help="checkpoint folder")
     parser.add_argument("--parallelism", type=int, default=2)
@@ -205,7 +253,7 @@ def parse_args(argv: list[str] | None = None) -> Args | None:
         parser.error(f"missing {', '.join(missing)}")
     bid = ns.input / "bid"
     return Args(
-        input=(bid if bid.is_dir() else ns.input).resolve(),
+        input=(bid if bid.is_dir() and ns.query not in JOINS else ns.input).resolve(),
         format=ns.format,
         query=ns.query,
         out=ns.out.resolve(),
@@ -284,38 +332,52 @@ def environments(args: Args, cluster: Any) -> tuple[Any, Any]:
     return env, t_env
 
 
-def register_bid_view(env: Any, t_env: Any, args: Args, query: Query) -> None:
-    """View ``bid``: the columns ``query`` reads and the rowtime ``ts`` with its watermark."""
+def register_views(env: Any, t_env: Any, args: Args) -> None:
+    """The query's views: ``bid``, or for a join ``person`` and ``auction`` (from the
+    subfolders of ``args.input``), each with its rowtime ``ts`` and watermark."""
+    if args.query in JOINS:
+        for name, columns in JOIN_VIEWS.items():
+            register_view(env, t_env, args, name, args.input / name, columns, MILLIS_ROWTIME)
+        return
+    query = QUERIES[args.query]
+    reads = {c: BID_COLUMNS[c] for c in query.reads}
+    register_view(env, t_env, args, "bid", args.input, reads, query.rowtime)
+
+
+def register_view(
+    env: Any, t_env: Any, args: Args, name: str, folder: Path, columns: dict[str, str],
+    rowtime: str,
+) -> None:  # fmt: skip
+    """View ``name``: ``columns`` of the files in ``folder`` and the rowtime ``ts`` with its
+    watermark."""
     from pyflink.common import WatermarkStrategy
     from pyflink.datastream.connectors import Source
     from pyflink.table import Schema
 
-    source = Source(ordered_file_source(args, query.reads))
+    source = Source(ordered_file_source(folder, args.format, columns))
     # The table schema below generates the watermark (right after the source, per subtask).
-    data = env.from_source(source, WatermarkStrategy.no_watermarks(), "bid")
+    data = env.from_source(source, WatermarkStrategy.no_watermarks(), name)
     schema = (
-        Schema.new_builder()
-        .column_by_expression("ts", query.rowtime)
-        .watermark("ts", WATERMARK)
-        .build()
+        Schema.new_builder().column_by_expression("ts", rowtime).watermark("ts", WATERMARK).build()
     )
-    t_env.create_temporary_view("bid", t_env.from_data_stream(data, schema))
+    t_env.create_temporary_view(name, t_env.from_data_stream(data, schema))
 
 
-def ordered_file_source(args: Args, columns: tuple[str, ...]) -> Any:
-    """A Java ``FileSource<RowData>`` over ``args.input`` reading ``columns``, with the formats
-    the ``filesystem`` SQL connector uses and the splits handed out in file name order.
+def ordered_file_source(folder: Path, fmt: str, columns: dict[str, str]) -> Any:
+    """A Java ``FileSource<RowData>`` over ``folder`` reading ``columns`` (name: SQL type),
+    with the formats the ``filesystem`` SQL connector uses and the splits handed out in file
+    name order.
 
     Not the ``filesystem`` connector itself: its split assigner keeps the splits in a HashSet,
     so a subtask reads the files in any order and, with a watermark that trusts the order,
     silently drops every bid of a file that comes after a later one."""
     flink = jvm().org.apache.flink
     loader = jvm().java.lang.Thread.currentThread().getContextClassLoader()
-    row = ", ".join(f"{name} {BID_COLUMNS[name]}" for name in columns)
+    row = ", ".join(f"{name} {kind}" for name, kind in columns.items())
     row_type = flink.table.types.logical.utils.LogicalTypeParser.parse(f"ROW<{row}>", loader)
-    paths = gateway_array(flink.core.fs.Path, [flink.core.fs.Path(args.input.as_uri())])
+    paths = gateway_array(flink.core.fs.Path, [flink.core.fs.Path(folder.as_uri())])
     source = flink.connector.file.src.FileSource.forBulkFileFormat(
-        bulk_format(args.format, row_type), paths
+        bulk_format(fmt, row_type), paths
     )
     return source.setSplitAssigner(jvm().sluice.bench.OrderedSplitAssignerProvider()).build()
 
@@ -404,15 +466,23 @@ def job_stats(cluster: Any, job_id: Any) -> JobStats:
 
 
 def source_records(graph: Any) -> int | None:
-    """The records the first vertex, when it is the source, read: Flink counts what a source
-    emits as its task's records in (the task's records out are its chain's last operator's)."""
-    source = graph.getVerticesTopologically().iterator().next()
-    if not source.getName().startswith("Source"):
-        return None
-    return sum(
-        vertex.getCurrentExecutionAttempt().getIOMetrics().getNumRecordsIn()
-        for vertex in source.getTaskVertices()
-    )
+    """The records the source vertices (a join has two) read: Flink counts what a source
+    emits as its task's records in (the task's records out are its chain's last operator's).
+    None when the first vertex is not a source."""
+    vertices = graph.getVerticesTopologically().iterator()
+    total, first = 0, True
+    while vertices.hasNext():
+        vertex = vertices.next()
+        if not vertex.getName().startswith("Source"):
+            if first:
+                return None
+            continue
+        first = False
+        total += sum(
+            task.getCurrentExecutionAttempt().getIOMetrics().getNumRecordsIn()
+            for task in vertex.getTaskVertices()
+        )
+    return total
 
 
 def checkpoint_history(checkpoints: Any) -> dict[str, Any]:
@@ -449,14 +519,14 @@ def count_rows(parts: list[Path]) -> int:
 def run(args: Args) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"--out {args.out} is not empty")
-    query = QUERIES[args.query]
+    query = JOINS[args.query] if args.query in JOINS else QUERIES[args.query]
     # Read when PyFlink starts its JVM; by default the log would go into the venv, one file
     # that every run overwrites.
     os.environ.setdefault("FLINK_LOG_DIR", str(args.log_dir))
     cluster = start_mini_cluster(args.parallelism)
     try:
         env, t_env = environments(args, cluster)
-        register_bid_view(env, t_env, args, query)
+        register_views(env, t_env, args)
         register_sink(t_env, args, query)
         job_id, timing = run_job(t_env, query)
         stats = job_stats(cluster, job_id)

@@ -50,6 +50,7 @@ def con() -> Iterator[duckdb.DuckDBPyConnection]:
     for kind, name, columns in (
         (EventKind.PERSON, "person", ["id", "name", "city", "state"]),
         (EventKind.AUCTION, "auction", ["id", "seller", "category"]),
+        (EventKind.BID, "bid", ["auction", "bidder", "price"]),
     ):
         table = tables[kind]
         arrow = table.select(columns).append_column("t", table.column("date_time").cast(pa.int64()))
@@ -81,13 +82,28 @@ def q8_reference(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
+def q7_rows_reference(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """The standard q7: every bid whose price is its closed window's highest (ties too)."""
+    size = 10 * SECOND_US
+    return con.execute(
+        f"""
+        WITH w AS (
+            SELECT t - t % {size} AS ws, max(price) AS max_price FROM bid
+            GROUP BY ws HAVING ws + {size} <= (SELECT max(t) FROM bid)
+        )
+        SELECT B.auction, B.price, B.bidder, B.t, w.ws
+        FROM bid B JOIN w ON B.t - B.t % {size} = w.ws AND B.price = w.max_price
+        """
+    ).fetchall()
+
+
 def _spec(tmp_path: Path, query: str) -> Any:
     """The shipped spec, paths under ``tmp_path``, each source's epoch cap lifted (the test's
     ``max_units`` cuts the epochs)."""
     text = (PIPELINES / f"nexmark_{query}.yaml").read_text()
-    assert text.count(f"max_events: {EVENTS}, events_per_epoch: 250000") == 2
+    assert f"max_events: {EVENTS}" in text and "events_per_epoch: 250000" in text
     text = text.replace("events_per_epoch: 250000", f"events_per_epoch: {EVENTS}")
-    path = tmp_path / "spec.yaml"
+    path = tmp_path / f"{query}.yaml"
     path.write_text(
         text.replace("${SLUICE_DATA:-${SLUICE_DATA_ROOT:-data}/nexmark}", str(tmp_path))
     )
@@ -120,6 +136,29 @@ def test_nexmark_join_equals_duckdb_reference(
         standard = {(p, n, w) for p, n, w, _ in expected}
         assert {(p, n, w) for p, n, w, _ in rows} == standard
     assert len(expected) > 500, f"the reference has only {len(expected)} rows"
+    assert Counter(rows) == Counter(expected)
+    stats = [o.checkpoint.result.stats for o in outcomes]
+    assert sum(s.late for s in stats) == sum(s.dead for s in stats) == 0
+
+
+@pytest.mark.extended
+def test_full_q7_is_two_pipelines_whose_second_joins_the_maxima_to_the_bids(
+    spark: Any, con: duckdb.DuckDBPyConnection, tmp_path: Path
+) -> None:
+    """nexmark_q7 (each closed window's max_price) then nexmark_q7_rows (a window join of
+    its output files with the bids on price): the standard q7's rows, for a cut of 7 epochs."""
+    first = _spec(tmp_path, "q7")
+    run_until_drained(runtime(first), spark, max_units=CUTS["seven"])
+    second = _spec(tmp_path, "q7_rows")
+    assert second.join is not None and second.join.left.source.path == first.sinks[0].path
+    outcomes = run_until_drained(runtime(second), spark, max_units=CUTS["seven"])
+    rows = [
+        (r["auction"], r["price"], r["bidder"], _micros(r["date_time"]),
+         _micros(r["window_start"]))
+        for r in committed_rows(second, "out")
+    ]  # fmt: skip
+    expected = q7_rows_reference(con)
+    assert len(expected) >= 9, f"the reference has only {len(expected)} rows"
     assert Counter(rows) == Counter(expected)
     stats = [o.checkpoint.result.stats for o in outcomes]
     assert sum(s.late for s in stats) == sum(s.dead for s in stats) == 0

@@ -140,9 +140,11 @@ def reference(
     ttl_s: int = 5,
     person_filter: str = "true",
     auction_filter: str = "true",
+    idle_auctions: bool = False,
 ) -> list[tuple[Any, ...]]:
     """The join's rows as ``(person id, auction id, window start µs or None)``, sorted (the
-    right side None for an unmatched left row)."""
+    right side None for an unmatched left row). ``idle_auctions``: the auctions stopped long
+    before the persons (an idle timeout): the final watermark is the persons' alone."""
     size = size_s * SECOND_US
     if kind == "window":
         late = f"ts - ts % {size} + {size} <= wm"
@@ -165,10 +167,10 @@ def reference(
         SELECT person, auction, ws FROM pairs
     """
     if how == "left":
-        final = (
-            "(SELECT least((SELECT max(ts) FROM person), (SELECT max(ts) FROM auction)) "
-            f"- {BOUND_S * SECOND_US})"
-        )
+        newest = "(SELECT max(ts) FROM person)"
+        if not idle_auctions:
+            newest = f"least({newest}, (SELECT max(ts) FROM auction))"
+        final = f"({newest} - {BOUND_S * SECOND_US})"
         sql += f"""
         UNION ALL
         SELECT p.id, NULL, {window} FROM p

@@ -20,6 +20,7 @@ from tests.joins.data import (
     BOUND_S,
     PERSON_SCHEMA,
     SECOND_US,
+    JoinInput,
     connect,
     make_input,
     reference,
@@ -144,3 +145,46 @@ def test_a_rewind_restores_both_sources_and_one_source_alone_is_refused(
     with pytest.raises(InvalidRunRequest, match="auctions") as caught:
         RunRequest.from_conf(rt.name, alone).resolve(rt)
     assert "move together" in str(caught.value)
+
+
+def test_a_side_without_input_holds_the_watermark_back_until_it_is_idle(
+    spark: Any, local_workspace: Workspace, tmp_path: Any
+) -> None:
+    """A source that has shown no event yet holds the pipeline's watermark back: the other
+    side's rows wait for it, and its late arrival still meets them all (epochs 1-2 read
+    persons only: the auctions' slices are empty). A source that stopped long before the other
+    holds it back too, unless it has an ``idle_timeout``: then the persons alone move the
+    watermark, and the unmatched persons are emitted."""
+    from sluice.protocol import run_epoch
+
+    spec = parse_spec(join_spec_dict(local_workspace, "interval", "left"))
+    local_workspace.put_files(INPUT.persons, "persons")
+    rt = runtime(spec)
+    for _ in range(2):
+        outcome = run_epoch(rt, spark, max_units=1)
+        assert outcome is not None
+        assert outcome.checkpoint.result.watermark_us is None  # no auction seen yet
+    assert output_rows(spec) == []  # nothing could match, nothing expired
+    local_workspace.put_files(INPUT.auctions, "auctions")
+    run_until_drained(rt, spark, max_units=1)
+    assert Counter(output_rows(spec)) == Counter(reference(CON, "interval", how="left"))
+
+    # the auctions stop after two files
+    stopped = JoinInput(INPUT.persons, INPUT.auctions[:2])
+    for idle, name in ((False, "held"), (True, "idle")):
+        ws = Workspace("local", (tmp_path / name).as_uri())
+        ws.put_files(stopped.persons, "persons")
+        ws.put_files(stopped.auctions, "auctions")
+        body = join_spec_dict(ws, "interval", "left")
+        if idle:
+            body["event_time"]["auctions"]["idle_timeout"] = "2s"  # 6 s of input, 4 s after them
+        spec = parse_spec(body)
+        run_until_drained(runtime(spec), spark, max_units=1)
+        expected = reference(connect(stopped), "interval", how="left", idle_auctions=idle)
+        assert Counter(output_rows(spec)) == Counter(expected), name
+    unmatched = {
+        idle: sum(1 for r in reference(connect(stopped), "interval", how="left",
+                                       idle_auctions=idle) if r[1] is None)
+        for idle in (False, True)
+    }  # fmt: skip
+    assert unmatched[True] > unmatched[False] + 100  # the idle rule made a difference

@@ -25,10 +25,11 @@ SHIPPED = {  # include/pipelines/: the specs dags/sluice_pipelines.py turns into
     "count_window_average.yaml": "sha256:14c9ff105824006a",
     "nexmark_q1.yaml": "sha256:ca24d4b60462d747",
     "nexmark_q11.yaml": "sha256:b619df644b8f8f28",
-    "nexmark_q3.yaml": "sha256:7f04a8f08366c7d1",
+    "nexmark_q3.yaml": "sha256:24bd482a8850d2ff",
     "nexmark_q5.yaml": "sha256:7f6df82ad76e20fb",
     "nexmark_q7.yaml": "sha256:3929bca4744c8e98",
-    "nexmark_q8.yaml": "sha256:a03796319a5d57be",
+    "nexmark_q7_rows.yaml": "sha256:6909dc9703976d82",
+    "nexmark_q8.yaml": "sha256:6837708b71823bed",
 }
 
 

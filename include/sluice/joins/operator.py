@@ -88,9 +88,9 @@ def _key_types(join: JoinSpec) -> list[str]:
     return types
 
 
-def _struct_ddl(side: JoinSide) -> str:
-    fields = ", ".join(f"{quoted(c)}: {SPARK_TYPES[t]}" for c, t in side.source.schema)
-    return f"struct<{fields}>"
+def _struct_ddl(join: JoinSpec, side: JoinSide) -> str:
+    fields = ", ".join(f"{quoted(c)}: {SPARK_TYPES[t]}" for c, t in join.kept(side))
+    return f"struct<{fields}>" if fields else "struct<`_`: boolean>"
 
 
 class _Lateness:
@@ -254,7 +254,7 @@ class JoinEpoch:
             gone = self.rows.where(
                 f"_side = {LEFT} AND NOT _matched AND _exp < {self.watermark_us}L"
             )
-            right = _struct_ddl(self.join.right)
+            right = _struct_ddl(self.join, self.join.right)
             frames.append(select(gone, "_l", f"CAST(NULL AS {right}) AS _r", "_ws"))
         rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
         return _output(rows, self.join, self.inp.epoch)
@@ -334,8 +334,9 @@ def _state_rows(classified: DataFrame, join: JoinSpec, side: JoinSide, index: in
     accepted = classified.where(f"_class = {ACCEPTED}")
     keys = [lc if index == LEFT else rc for lc, rc in join.on]
     types = _key_types(join)
-    struct = "named_struct(" + ", ".join(f"'{c}', {quoted(c)}" for c, _ in side.source.schema) + ")"
-    left, right = _struct_ddl(join.left), _struct_ddl(join.right)
+    fields = [f"'{c}', {quoted(c)}" for c, _ in join.kept(side)] or ["'_', true"]
+    struct = f"named_struct({', '.join(fields)})"
+    left, right = _struct_ddl(join, join.left), _struct_ddl(join, join.right)
     mine = f"{struct}"
     ws = "CAST(NULL AS BIGINT)"
     if join.window is not None:

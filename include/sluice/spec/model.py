@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -192,6 +193,17 @@ class JoinSpec:
     def side(self, name: str) -> JoinSide:
         return next(s for s in self.sides if s.name == name)
 
+    def kept(self, side: JoinSide) -> list[tuple[str, str]]:
+        """The columns of a side's records its rows in the state keep: those ``output:``
+        names as ``<side>.<column>`` (every column when an expression names the side
+        otherwise, e.g. ``to_json(persons)``); a row waiting for a match needs nothing else."""
+        text = " ".join(expression for _, expression in self.output)
+        name = re.escape(side.name)
+        used = {m.lower() for m in re.findall(rf"(?i)\b{name}\s*\.\s*`?(\w+)", text)}
+        bare = re.search(rf"(?i)\b{name}\b(?!\s*\.)", text)
+        schema = list(side.source.schema)
+        return schema if bare else [(c, t) for c, t in schema if c.lower() in used]
+
     def describe(self) -> str:
         """What the join does, in a line."""
         on = " and ".join(f"{self.left.name}.{a} = {self.right.name}.{b}" for a, b in self.on)
@@ -213,7 +225,7 @@ class JoinSpec:
             "how": self.how,
             "on": [list(p) for p in self.on],
             "sides": {
-                s.name: {"schema": dict(s.source.schema), "event_time": s.event_time.column}
+                s.name: {"kept": dict(self.kept(s)), "event_time": s.event_time.column}
                 for s in self.sides
             },
         }
