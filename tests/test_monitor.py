@@ -134,3 +134,25 @@ def test_health_compares_the_last_commit_with_the_interval_and_sees_failing_epoc
     assert "epoch 3 failed" in failing.text
     page = render_overview([view([*rows, {"epoch": 3, "status": "failed"}], now=1100.0)])
     assert '<span class="pill failing">failing</span>' in page
+
+
+def test_a_join_pipelines_page_shows_the_lag_of_each_source(
+    spark: Any, local_workspace: Any
+) -> None:
+    """The lag card counts both sources' waiting input; a card per source says whose."""
+    from sluice.spec import parse_spec
+
+    from tests.joins.data import make_input
+    from tests.joins.test_stream_join import join_spec_dict
+
+    inp = make_input(files=3)
+    local_workspace.put_files(inp.persons, "persons")
+    local_workspace.put_files(inp.auctions[:1], "auctions")
+    rt = runtime(parse_spec(join_spec_dict(local_workspace, "window")))
+    run_until_drained(rt, spark, max_units=1)  # reads persons 00 with auctions 00, then 01, 02
+    local_workspace.put_files(inp.auctions[1:], "auctions")  # two auction files wait
+    view = pipeline_view(rt, "sluice__join_window_inner")
+    assert view.lag == 2 and view.lag_by_source == {"persons": 0, "auctions": 2}
+    page = render_pipeline(view, can_act=True)
+    assert "lag of persons" in page and "lag of auctions" in page
+    assert re.search(r"lag of auctions.*?\b2\b", page, re.S)

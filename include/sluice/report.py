@@ -23,7 +23,15 @@ if TYPE_CHECKING:
     from sluice.contracts.records import AttemptRecord
     from sluice.protocol import EpochOutcome, Runtime
 
-__all__ = ["checkpoint_rows", "checkpoint_table", "describe_spec", "run_demo", "run_with_progress"]
+__all__ = [
+    "checkpoint_rows",
+    "checkpoint_table",
+    "describe_spec",
+    "pending_by_source",
+    "pending_units",
+    "run_demo",
+    "run_with_progress",
+]
 
 
 def describe_spec(spec: PipelineSpec) -> Table:
@@ -135,7 +143,7 @@ def run_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
-    out = "rows" if rt.spec.stateless else "windows"  # counted: words.noun
+    out = "rows" if rt.spec.stateless or rt.spec.join else "windows"  # counted: words.noun
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
@@ -164,15 +172,32 @@ def run_with_progress(
 def pending_units(rt: Runtime) -> int | None:
     """Units after the next epoch's start: its stored plan's (a rewind starts further back),
     else the latest checkpoint's end."""
+    return rt.source.pending_units(_next_start(rt))
+
+
+def pending_by_source(rt: Runtime) -> dict[str, int | None]:
+    """A join pipeline's :func:`pending_units` of each source, by name (empty: one source).
+    A source that cannot count its input (or fails to) is None."""
+    if rt.spec.join is None:
+        return {}
+    start = _next_start(rt)
+    found: dict[str, int | None] = {}
+    for name, source in rt.source.sources.items():  # type: ignore[attr-defined]
+        try:
+            found[name] = source.pending_units(start.by_name[name])
+        except Exception:  # the page still shows the others
+            found[name] = None
+    return found
+
+
+def _next_start(rt: Runtime) -> Any:
     latest = rt.repo.latest_checkpoint()
     planned = rt.repo.plan((latest.epoch if latest else 0) + 1)
     if planned is not None:
-        start = rt.source.decode_offset(planned.start_offset)
-    elif latest is not None:
-        start = rt.source.decode_offset(latest.end_offset)
-    else:
-        start = rt.source.initial_offset()
-    return rt.source.pending_units(start)
+        return rt.source.decode_offset(planned.start_offset)
+    if latest is not None:
+        return rt.source.decode_offset(latest.end_offset)
+    return rt.source.initial_offset()
 
 
 def checkpoint_rows(

@@ -41,7 +41,7 @@ POINTS = [
 def test_a_join_killed_at_fault_points_commits_the_reference(
     spark: Any, local_workspace: Any, tmp_path: Path, request: Any, points: tuple[str, ...]
 ) -> None:
-    inp = make_input(files=len(points) + 4)
+    inp = make_input(files=2 * len(points) + 4)  # a commit point may run the next epoch too
     local_workspace.put_files(inp.persons, "persons")
     local_workspace.put_files(inp.auctions, "auctions")
     body = join_spec_dict(local_workspace, "interval", "left")

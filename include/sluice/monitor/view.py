@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.monitor.charts import age as _age
 from sluice.monitor.text import public_text, server_places
-from sluice.report import checkpoint_rows, pending_units
+from sluice.report import checkpoint_rows, pending_by_source, pending_units
 
 if TYPE_CHECKING:
     from sluice.protocol import Runtime
@@ -103,6 +103,7 @@ class PipelineView:
     refusal: dict[str, Any] | None = None  # Repository.last_refusal(), without server paths
     timeout_s: float = 0.0  # checkpoint.timeout: no run lasts longer (0: unknown)
     requested: RequestedRun | None = None
+    lag_by_source: dict[str, int | None] = field(default_factory=dict)  # a join's sources
 
     @property
     def committed(self) -> list[dict[str, Any]]:
@@ -211,8 +212,10 @@ def pipeline_view(
         cached=(lambda e: cache.get(store, e)) if cache else None,
         keep=(lambda r: cache.put(store, r)) if cache else None,
     )
+    by_source: dict[str, int | None] = {}
     try:
         lag = pending_units(rt)
+        by_source = pending_by_source(rt)
     except Exception as exc:  # the source may be unreachable: the page still shows history
         lag = None
         extra = {"lag_error": f"{type(exc).__name__}: {exc}"}
@@ -238,5 +241,6 @@ def pipeline_view(
         timeout_s=(checkpoint.timeout_us / 1e6) if checkpoint else 0.0,
         load_seconds=time.perf_counter() - started,
         extra=extra,
+        lag_by_source=by_source,
         requested=requested,
     )
