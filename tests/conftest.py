@@ -41,6 +41,7 @@ LONGEST_FIRST = (
     "tests/airflow/test_server.py",  # ~270 s: a real Airflow API server and scheduler
     "tests/sinks/test_contract.py",  # ~260 s
     "tests/integration/test_windows.py",  # ~230 s
+    "tests/joins/test_stream_join.py",  # ~200 s: joins over cuts, a rewind, idle sides
     "tests/state/test_compaction.py",  # ~180 s
     "tests/serve/test_crashes.py",  # ~60-180 s: three sluice serve starts, two SIGKILLs
     "tests/test_cli.py",  # ~165 s: CLI subprocesses, each a JVM
@@ -59,6 +60,8 @@ LONGEST_FIRST = (
     "tests/faults/test_crash_on_update.py",
     "tests/stateless/test_stateless_pipelines.py",  # ~60 s (was ~370 s before the fix)
     "tests/faults/test_lookup_crash.py",  # ~26 s: CLI subprocesses killed at fault points
+    "tests/faults/test_join_crash.py",  # ~80 s: a join killed at four fault points
+    "tests/integration/test_nexmark_joins.py",  # ~60 s: q3, q8 over 1M events
     "tests/integration/test_split_invariance.py",
     "tests/airflow/test_cluster.py",
     "tests/keyed/test_keyed_crashes.py",

@@ -146,6 +146,8 @@ def reference(
     right side None for an unmatched left row). ``idle_auctions``: the auctions stopped long
     before the persons (an idle timeout): the final watermark is the persons' alone."""
     size = size_s * SECOND_US
+    if kind == "hopping":  # windows [s, s + size), s a multiple of 1 s: two per record
+        return _hopping(con, size, SECOND_US, person_filter, auction_filter)
     if kind == "window":
         late = f"ts - ts % {size} + {size} <= wm"
         condition = f"p.ts - p.ts % {size} = a.ts - a.ts % {size}"
@@ -177,5 +179,26 @@ def reference(
         WHERE {expiry} < {final}
           AND NOT EXISTS (SELECT 1 FROM a WHERE p.id = a.seller AND {condition})
         """
+    rows = con.execute(sql).fetchall()
+    return sorted(rows, key=lambda r: tuple((x is None, x) for x in r))
+
+
+def _hopping(
+    con: duckdb.DuckDBPyConnection, size: int, slide: int, person_filter: str, auction_filter: str
+) -> list[tuple[Any, ...]]:
+    """An inner window join in hopping windows: a pair per window the two records share and
+    both entered (a record enters each of its windows not closed at its position: end >
+    watermark; it is late when it entered none)."""
+    windows = f"""
+        SELECT *, ts - ts % {slide} - i * {slide} AS ws
+        FROM {{table}}, range(0, {size // slide}) AS r(i)
+        WHERE ts - ts % {slide} - i * {slide} + {size} > ts
+          AND ts - ts % {slide} - i * {slide} + {size} > wm AND ({{where}})
+    """
+    sql = f"""
+        WITH p AS ({windows.format(table="person", where=person_filter)}),
+             a AS ({windows.format(table="auction", where=auction_filter)})
+        SELECT p.id, a.id, p.ws FROM p JOIN a ON p.id = a.seller AND p.ws = a.ws
+    """
     rows = con.execute(sql).fetchall()
     return sorted(rows, key=lambda r: tuple((x is None, x) for x in r))

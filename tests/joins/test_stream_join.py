@@ -33,6 +33,7 @@ CON = connect(INPUT)
 
 JOINS: dict[str, dict[str, Any]] = {
     "window": {"type": "window", "window": {"type": "tumbling", "size": "2s"}},
+    "hopping": {"type": "window", "window": {"type": "hopping", "size": "2s", "slide": "1s"}},
     "interval": {"type": "interval", "interval": {"lower": "0s", "upper": "3s"}},
     "regular": {"type": "regular", "ttl": "5s"},
 }
@@ -40,7 +41,7 @@ JOINS: dict[str, dict[str, Any]] = {
 
 def join_spec_dict(ws: Workspace, kind: str, how: str = "inner", **extra: Any) -> dict[str, Any]:
     output = {"person": "persons.id", "auction": "auctions.id"}
-    if kind == "window":
+    if JOINS[kind]["type"] == "window":
         output["window_start"] = "window_start"
     return {
         "name": f"join_{kind}_{how}",
@@ -100,9 +101,19 @@ CUTS: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("cut", list(CUTS))
-@pytest.mark.parametrize(("kind", "how"), [("window", "inner"), ("interval", "left"),
-                                           ("regular", "inner")])  # fmt: skip
+# make test: one file per epoch for each join, random cuts for the left interval join; the
+# other cuts in make test-extended
+FAST = {("window", "file_per_epoch"), ("interval", "file_per_epoch"), ("interval", "random"),
+        ("regular", "file_per_epoch"), ("hopping", "random")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "how", "cut"), [
+    pytest.param(kind, how, cut, id=f"{kind}-{how}-{cut}",
+                 marks=[] if (kind, cut) in FAST else [pytest.mark.extended])
+    for kind, how in (("window", "inner"), ("hopping", "inner"), ("interval", "left"),
+                      ("regular", "inner"))
+    for cut in CUTS
+])  # fmt: skip
 def test_join_equals_reference_for_any_cut(
     spark: Any, local_workspace: Workspace, kind: str, how: str, cut: str
 ) -> None:
@@ -179,7 +190,7 @@ def test_a_side_without_input_holds_the_watermark_back_until_it_is_idle(
         if idle:
             body["event_time"]["auctions"]["idle_timeout"] = "2s"  # 6 s of input, 4 s after them
         spec = parse_spec(body)
-        run_until_drained(runtime(spec), spark, max_units=1)
+        run_until_drained(runtime(spec), spark, max_units=2)
         expected = reference(connect(stopped), "interval", how="left", idle_auctions=idle)
         assert Counter(output_rows(spec)) == Counter(expected), name
     unmatched = {
