@@ -21,6 +21,13 @@ from sluice.spec.components.base import NAME_RE, SinkConfig, SourceConfig, Windo
 from sluice.spec.components.files_sink import FilesSinkConfig
 from sluice.spec.env import interpolate
 from sluice.spec.exceptions import SpecError, SpecProblem
+from sluice.spec.join_sections import (
+    JoinSection,
+    join_output,
+    join_sources,
+    side_event_times,
+    side_filters,
+)
 from sluice.spec.model import (
     EMIT_MODES,
     JOIN_TYPES,
@@ -53,7 +60,6 @@ from sluice.spec.rules import (
 from sluice.spec.sections import (
     CheckpointSection,
     Execution,
-    JoinSection,
     PipelineName,
     Qos,
     RestartSection,
@@ -62,15 +68,11 @@ from sluice.spec.sections import (
     aggregates,
     checked_text,
     event_time,
-    join_output,
-    join_sources,
     key_by,
     lookups,
     output,
     predicate,
     select,
-    side_event_times,
-    side_filters,
 )
 from sluice.storage.s3options import S3Options
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from sluice.spec.components.base import SinkConfig, SourceConfig, WindowConfig
 from sluice.spec.exceptions import SpecProblem
+from sluice.spec.join_sections import not_a_source
 from sluice.spec.model import NUMERIC_TYPES, AggregateSpec, CheckpointSpec
-from sluice.spec.sections import not_a_source
 from sluice.storage import ACCEPTED_FORMS, normalized_uri, storage_uri_problem
 
 __all__ = [
