@@ -97,12 +97,15 @@ def q7_rows_reference(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def _spec(tmp_path: Path, query: str) -> Any:
+def nexmark_spec(tmp_path: Path, query: str, retained: int | None = None) -> Any:
     """The shipped spec, paths under ``tmp_path``, each source's epoch cap lifted (the test's
     ``max_units`` cuts the epochs)."""
     text = (PIPELINES / f"nexmark_{query}.yaml").read_text()
     assert f"max_events: {EVENTS}" in text and "events_per_epoch: 250000" in text
     text = text.replace("events_per_epoch: 250000", f"events_per_epoch: {EVENTS}")
+    if retained is not None:  # every commit retires an epoch: retention runs
+        assert "interval: 1m, timeout: 10m}" in text
+        text = text.replace("timeout: 10m}", f"timeout: 10m, retained: {retained}}}")
     path = tmp_path / f"{query}.yaml"
     path.write_text(
         text.replace("${SLUICE_DATA:-${SLUICE_DATA_ROOT:-data}/nexmark}", str(tmp_path))
@@ -121,17 +124,13 @@ def _micros(value: Any) -> int:
 def test_nexmark_join_equals_duckdb_reference(
     spark: Any, con: duckdb.DuckDBPyConnection, tmp_path: Path, query: str, cut: str
 ) -> None:
-    spec = _spec(tmp_path, query)
+    spec = nexmark_spec(tmp_path, query)
     outcomes = run_until_drained(runtime(spec), spark, max_units=CUTS[cut])
     if cut == "seven":
         assert len(outcomes) == 7
-    out = committed_rows(spec, "out")
-    if query == "q3":
-        expected = q3_reference(con)
-        rows = [(r["name"], r["city"], r["state"], r["id"]) for r in out]
-    else:
-        expected = q8_reference(con)
-        rows = [(r["id"], r["name"], _micros(r["window_start"]), r["auction"]) for r in out]
+    expected = NEXMARK_REFERENCES[query](con)
+    rows = nexmark_rows(spec, query)
+    if query == "q8":
         # the standard query's rows: each person once per window
         standard = {(p, n, w) for p, n, w, _ in expected}
         assert {(p, n, w) for p, n, w, _ in rows} == standard
@@ -147,18 +146,30 @@ def test_full_q7_is_two_pipelines_whose_second_joins_the_maxima_to_the_bids(
 ) -> None:
     """nexmark_q7 (each closed window's max_price) then nexmark_q7_rows (a window join of
     its output files with the bids on price): the standard q7's rows, for a cut of 7 epochs."""
-    first = _spec(tmp_path, "q7")
+    first = nexmark_spec(tmp_path, "q7")
     run_until_drained(runtime(first), spark, max_units=CUTS["seven"])
-    second = _spec(tmp_path, "q7_rows")
+    second = nexmark_spec(tmp_path, "q7_rows")
     assert second.join is not None and second.join.left.source.path == first.sinks[0].path
     outcomes = run_until_drained(runtime(second), spark, max_units=CUTS["seven"])
-    rows = [
-        (r["auction"], r["price"], r["bidder"], _micros(r["date_time"]),
-         _micros(r["window_start"]))
-        for r in committed_rows(second, "out")
-    ]  # fmt: skip
+    rows = nexmark_rows(second, "q7_rows")
     expected = q7_rows_reference(con)
     assert len(expected) >= 9, f"the reference has only {len(expected)} rows"
     assert Counter(rows) == Counter(expected)
     stats = [o.checkpoint.result.stats for o in outcomes]
     assert sum(s.late for s in stats) == sum(s.dead for s in stats) == 0
+
+
+NEXMARK_REFERENCES = {"q3": q3_reference, "q8": q8_reference, "q7_rows": q7_rows_reference}
+
+
+def nexmark_rows(spec: Any, query: str) -> list[tuple[Any, ...]]:
+    """The committed rows of a join query, as its reference's tuples."""
+    out = committed_rows(spec, "out")
+    if query == "q3":
+        return [(r["name"], r["city"], r["state"], r["id"]) for r in out]
+    if query == "q8":
+        return [(r["id"], r["name"], _micros(r["window_start"]), r["auction"]) for r in out]
+    return [
+        (r["auction"], r["price"], r["bidder"], _micros(r["date_time"]), _micros(r["window_start"]))
+        for r in out
+    ]
