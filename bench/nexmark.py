@@ -16,17 +16,22 @@ Sections (``--sections``, default all, in this order):
   (``sluice.nexmark.write_files``, one file per ``--file-events`` events, a folder per kind:
   ``bid/``, ``person/``, ``auction/``, every kind cut at the same event numbers), cached
   under ``.cache/bench/nexmark``.
-* ``duckdb``: q0/q5/q7/q11 in one SQL query each, over each format: the near-hardware bound,
+* ``duckdb``: every query in one SQL query each, over each format: the near-hardware bound,
   and the reference every other engine's output is checked against.
 * ``plain``: the same Spark DataFrame query, run once as a plain batch (no state, no
-  checkpoint): over all N events, and over one epoch's files (the base of the overhead).
+  checkpoint): over all N events, and over one epoch's files (the base of the overhead);
+  bid queries only.
 * ``sluice``: the shipped window specs over the files source in epochs of ``--epoch-events``,
   at qos 0, 1 and 2 on Parquet and qos 2 on JSON lines, in one long-lived Spark session:
-  plan / process / commit per epoch, the state snapshot's size and write time.
+  plan / process / commit per epoch, the state snapshot's size and write time; the joins as
+  a join spec of two files sources (an epoch's files of each), qos 0 and 2 on Parquet, qos 2
+  on JSON lines.
 * ``sss``: Spark Structured Streaming, ``Trigger.AvailableNow``, RocksDB state store,
-  a checkpoint location, ``maxFilesPerTrigger`` = an epoch's files.
-* ``flink``: PyFlink SQL (window TVFs) on a local mini-cluster with exactly-once checkpoints
-  (``bench/peers/flink_nexmark.py``, in its own venv ``.cache/bench/flink-venv``).
+  a checkpoint location, ``maxFilesPerTrigger`` = an epoch's files (of each side for the
+  joins: a stream-stream join of two file streams with watermarks).
+* ``flink``: PyFlink SQL (window TVFs; a window join and an interval join) on a local
+  mini-cluster with exactly-once checkpoints (``bench/peers/flink_nexmark.py``, in its own
+  venv ``.cache/bench/flink-venv``).
 * ``fixed``: the fixed cost of a near-empty epoch (one new 1-record file): cold (new
   processes per step, ``spark-submit jobs/run_epoch.py`` as the DAG's process task) and warm
   (the long-lived session; and the ``sluice serve`` epoch server when available).
@@ -38,7 +43,8 @@ also probed (``bench/probe.py``): Spark jobs, input passes, Py4J calls and execu
 per steady epoch, counts that timing noise cannot move.
 
 Every engine's output is compared with DuckDB's (windows that closed: ``end <= `` the last
-bid's time, as Sluice's ``emit: on_close``); a mismatch is printed and its time not counted.
+bid's time, as Sluice's ``emit: on_close``; the joins' whole output, every pair as often as
+the unbounded join has it); a mismatch is printed and its time not counted.
 Each row of the report carries the command, the machine and the date. Speed is measured here,
 never asserted in tests.
 """
@@ -964,7 +970,9 @@ def run_sss_joins(
                     "Spark Structured Streaming",
                     query,
                     fmt,
-                    sum(int(p["numInputRows"]) for p in progress),
+                    # not numInputRows: the JSON reader counts the rows its pushed-down filters
+                    # (q3's) let through
+                    ds.join_records(),
                     t[0],
                     rows_out(f"{work}/out/*.parquet"),
                     check_join_output(query, f"{work}/out/*.parquet"),
@@ -977,6 +985,7 @@ def run_sss_joins(
                         if batches
                         else None,
                         "state_store": "RocksDB",
+                        "input_rows": sum(int(p["numInputRows"]) for p in progress),
                         "state_rows": _sss_state_rows(progress),
                         "work": sss_work(probe.work, batches, calls),
                     },

@@ -32,6 +32,8 @@ from sluice.nexmark import SPEC_SCHEMAS, EventKind
 __all__ = [
     "JOIN_QUERIES",
     "SIDES",
+    "ddl",
+    "duckdb_source",
     "join_spec",
     "normalized_sql",
     "reference_sql",
@@ -122,16 +124,16 @@ def join_spec(
     ``files_per_epoch`` files of each per epoch, event time ``date_time`` in order (0 s),
     sinks and checkpoints under ``work``."""
     sources = {
-        name: {"type": "files", "path": str(root / fmt / kind), "format": fmt,
-               "schema": dict(SCHEMAS[name]), "max_files_per_epoch": files_per_epoch}
-        for name, kind in SIDES.items()
+        side: {"type": "files", "path": str(root / fmt / kind), "format": fmt,
+               "schema": dict(SCHEMAS[side]), "max_files_per_epoch": files_per_epoch}
+        for side, kind in SIDES.items()
     }  # fmt: skip
     in_order = {"column": "date_time", "max_out_of_orderness": "0s"}
     files = {"type": "files", "format": "parquet"}
     return {
         "name": name,
         "sources": sources,
-        "event_time": {name: dict(in_order) for name in SIDES},
+        "event_time": {side: dict(in_order) for side in SIDES},
         **BODIES[query],
         "qos": qos,
         "sinks": [{"name": "out", **files, "path": str(work / "out")}],
@@ -302,8 +304,10 @@ def _epochs(rows: list[Any], where: str) -> list[str]:
     lines = [
         "### Sluice per epoch, joins (medians)",
         "",
-        "State: the rows waiting for a match after the last epoch (each a whole record of its "
-        "side), and the snapshot's size; state write: the snapshot's write time (median).",
+        "State: the rows waiting for a match after the last epoch (each with the columns of "
+        "its side that the output names), the snapshot's size after the last epoch (and its "
+        "largest); state write: the snapshot's write time (median); rounds: the two measured "
+        "runs' seconds.",
         "",
         *_header(
             "query",

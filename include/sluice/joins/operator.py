@@ -39,7 +39,7 @@ from sluice.contracts.operators import (
 )
 from sluice.contracts.records import WatermarkState
 from sluice.contracts.sources import SPARK_TYPES
-from sluice.jvm.udfs import select
+from sluice.jvm.udfs import SqlFunctions, select
 from sluice.operators.base import JOIN_LATE_DDL, quoted
 from sluice.operators.records import (
     EXACT,
@@ -241,6 +241,9 @@ class JoinEpoch:
             pairs = pairs.persist(StorageLevel.MEMORY_AND_DISK)
             rows = _mark_matched(rows, pairs).persist(StorageLevel.MEMORY_AND_DISK)
             cached += [pairs, rows]
+        if after is not None:  # not a literal: the same generated code every epoch
+            with SqlFunctions(inp.spark) as fns:
+                rows = select(rows, "*", f"{fns.constant(after, 'join_watermark')} AS _now")
         return cls(inp, join, sides, watermark, after, pairs, rows, cached)
 
     @property
@@ -251,9 +254,7 @@ class JoinEpoch:
     def results(self) -> DataFrame:
         frames = [self.pairs.select("_l", "_r", "_ws")]
         if self.join.how == "left" and self.watermark_us is not None:
-            gone = self.rows.where(
-                f"_side = {LEFT} AND NOT _matched AND _exp < {self.watermark_us}L"
-            )
+            gone = self.rows.where(f"_side = {LEFT} AND NOT _matched AND _exp < _now")
             right = _struct_ddl(self.join, self.join.right)
             frames.append(select(gone, "_l", f"CAST(NULL AS {right}) AS _r", "_ws"))
         rows = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
@@ -262,7 +263,7 @@ class JoinEpoch:
     def state_update(self) -> StateUpdate | None:
         kept = self.rows
         if self.watermark_us is not None:
-            kept = kept.where(f"_exp >= {self.watermark_us}L")
+            kept = kept.where("_exp >= _now")
         return StateUpdate("base", kept.select(*[quoted(c) for c in join_state_columns(self.join)]))
 
     def finish(self, emitted: int | None, state_rows: int | None = None) -> EpochFacts:
