@@ -4,10 +4,11 @@ Streaming, PyFlink and DuckDB, on the same generated data, on this machine.
     make bench          # 10M events, epochs of 1M (bench/results/latest.md + latest.png)
     make bench-quick    # a smoke-size run of every section (writes bench/results/quick.md)
     .venv/bin/python bench/nexmark.py [--events N] [--epoch-events M] [--sections a,b,...]
-        [--queries q0,q5,q7,q11,q3,q8]
+        [--queries q0,q5,q7,q11,q3,q8,q7full]
 
 Queries (``--queries``, default all): q0/q5/q7/q11 read the bids; q3 and q8 join the person
-and auction streams (``bench/nexmark_joins.py``): the duckdb, sluice, sss and flink sections
+and auction streams, q7full (the standard q7: the rows of the highest bids) joins q7's maxima
+back to the bids (``bench/nexmark_joins.py``): the duckdb, sluice, sss and flink sections
 run them too, their rows in the report's section "Joins".
 
 Sections (``--sections``, default all, in this order):
@@ -233,10 +234,13 @@ class Dataset:
         chosen = self.files("parquet") if files is None else files
         return sum(pq.ParquetFile(p).metadata.num_rows for p in chosen)
 
-    def join_records(self) -> int:
-        """Persons and auctions: the records q3 and q8 read (8% of events)."""
+    def join_records(self, query: str = "q3") -> int:
+        """The records join ``query`` reads: persons and auctions for q3 and q8 (8% of
+        events), the bids for the full q7 (counted once, though both its stages read them)."""
         import pyarrow.parquet as pq
 
+        if query == joins.FULL_Q7:
+            return self.bids()
         files = [f for kind in joins.SIDES.values() for f in self.files("parquet", kind)]
         return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
 
@@ -348,7 +352,9 @@ def run_duckdb(
     for fmt in formats:
         for query in queries:
             join = query in joins.JOIN_QUERIES
-            if join:
+            if query == joins.FULL_Q7:
+                sql = joins.full_q7_reference_sql(source_sql(ds, fmt))
+            elif join:
                 kinds = [joins.duckdb_source(ds.root, fmt, k) for k in joins.SIDES.values()]
                 sql = joins.reference_sql(query, *kinds)
             else:
@@ -360,7 +366,9 @@ def run_duckdb(
             if fmt == "parquet":
                 REFERENCE[query] = target
             check = "reference" if fmt == "parquet" else same_tables(REFERENCE[query], target)
-            section, records = ("join-duckdb", ds.join_records()) if join else ("duckdb", ds.bids())
+            section, records = (
+                ("join-duckdb", ds.join_records(query)) if join else ("duckdb", ds.bids())
+            )
             report.add(Row(section, "DuckDB", query, fmt, records, t[0], rows, check))
     con.close()
     return {q: out / f"{q}-parquet.parquet" for q in queries}
@@ -400,12 +408,19 @@ def normalized_sql(query: str, relation: str) -> str:
     )
 
 
-def check_join_output(query: str, relation_glob: str) -> str:
+def check_join_output(
+    query: str, relation_glob: str, *, closed_before_us: int | None = None
+) -> str:
     """``match`` when the engine's rows of join ``query`` equal the reference's as a
-    multiset (every pair, each as often), else what differs."""
+    multiset (every pair, each as often), else what differs. ``closed_before_us`` (full q7):
+    drop the rows of windows that end after it (an engine that flushes every window at the
+    end of its input)."""
     con = duckdb_connection()
     try:
         engine = joins.normalized_sql(query, f"read_parquet('{relation_glob}')")
+        if closed_before_us is not None:
+            size = joins.Q7_WINDOW_US
+            engine = f"SELECT * FROM ({engine}) WHERE ws + {size} <= {closed_before_us}"
         reference = f"SELECT * FROM read_parquet('{REFERENCE[query]}')"
         missing, extra = (
             con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0]
@@ -414,6 +429,16 @@ def check_join_output(query: str, relation_glob: str) -> str:
         if missing == extra == 0:
             return "match"
         return f"DIFFERS: {missing} reference rows missing, {extra} rows not in the reference"
+    finally:
+        con.close()
+
+
+def last_bid_us(ds: Dataset) -> int:
+    """The last bid's time (µs): the final watermark of an in-order run."""
+    con = duckdb_connection()
+    try:
+        sql = f"SELECT max(epoch_us(date_time)) FROM {source_sql(ds, 'parquet')}"
+        return int(con.execute(sql).fetchone()[0])
     finally:
         con.close()
 
@@ -824,6 +849,38 @@ def join_spec_file(
     return path
 
 
+def sluice_join_run(
+    ds: Dataset, query: str, name: str, fmt: str, files_per_epoch: int, qos: int, work: Path,
+    spark: Any, *, max_epochs: int | None = None, probe: bool = True,
+) -> tuple[float, list[EpochTimes]]:  # fmt: skip
+    """One run of join ``query`` into a new ``work`` (its output in ``work/out``): the
+    seconds (the probe's reads not counted) and the epochs. The full q7 runs its first stage
+    (the bench's q7 spec, ``work``'s sibling ``-max``) to the end, then its second
+    (:func:`bench.nexmark_joins.full_q7_rows_spec`); its epochs are both stages'."""
+    import yaml
+    from sluice.nexmark import NexmarkConfig
+
+    with timed() as t:
+        if query != joins.FULL_Q7:
+            spec = join_spec_file(ds, query, name, fmt, files_per_epoch, qos, work)
+            epochs = run_sluice_epochs(spark, spec, max_epochs=max_epochs, probe=probe)
+        else:
+            first_work = work.with_name(f"{work.name}-max")
+            first = sluice_spec(f"{name}_max", SPECS["q7"], bid_source(ds, fmt, files_per_epoch),
+                                qos, first_work)  # fmt: skip
+            epochs = run_sluice_epochs(spark, first, max_epochs=max_epochs, probe=probe)
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            span_s = -(-files_per_epoch * ds.file_events // NexmarkConfig().events_per_second)
+            second = joins.full_q7_rows_spec(
+                name, first_work / "out", ds.dir(fmt), fmt, files_per_epoch, qos, work, span_s
+            )
+            path = work / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(second, sort_keys=False))
+            epochs += run_sluice_epochs(spark, path, max_epochs=max_epochs, probe=probe)
+    return t[0] - sum(e.probe_s for e in epochs), epochs
+
+
 def run_sluice_joins(
     report: Report, spark: Any, ds: Dataset, files_per_epoch: int, queries: list[str],
     runs: tuple[tuple[str, int], ...] = JOIN_RUNS,
@@ -834,28 +891,27 @@ def run_sluice_joins(
     cores = int(spark.sparkContext.defaultParallelism)
     for query in queries:
         for fmt in dict.fromkeys(fmt for fmt, _ in runs):  # not timed: codegen, the JIT
-            name = f"bench_{query}_warm"
-            warm = join_spec_file(ds, query, name, fmt, files_per_epoch, 2,
-                                  WORK / "sluice" / f"warm-{query}-{fmt}")  # fmt: skip
-            run_sluice_epochs(spark, warm, max_epochs=2, probe=False)
+            sluice_join_run(ds, query, f"bench_{query}_warm", fmt, files_per_epoch, 2,
+                            WORK / "sluice" / f"warm-{query}-{fmt}", spark, max_epochs=2,
+                            probe=False)  # fmt: skip
         for fmt, qos in runs:  # the settling round
             name = f"bench_{query}_{fmt}_qos{qos}"
-            work = WORK / "sluice" / name / "settle"
-            settle = join_spec_file(ds, query, name, fmt, files_per_epoch, qos, work)
-            run_sluice_epochs(spark, settle, probe=False)
+            sluice_join_run(ds, query, name, fmt, files_per_epoch, qos,
+                            WORK / "sluice" / name / "settle", spark, probe=False)  # fmt: skip
         measured: dict[tuple[str, int], list[Round]] = {run: [] for run in runs}
         for fmt, qos in [*runs, *reversed(runs)]:
             name = f"bench_{query}_{fmt}_qos{qos}"
             work = WORK / "sluice" / name / str(len(measured[(fmt, qos)]))
-            spec = join_spec_file(ds, query, name, fmt, files_per_epoch, qos, work)
-            with timed() as t:
-                epochs = run_sluice_epochs(spark, spec)
-            seconds = t[0] - sum(e.probe_s for e in epochs)
+            seconds, epochs = sluice_join_run(ds, query, name, fmt, files_per_epoch, qos, work,
+                                              spark)  # fmt: skip
             check = check_join_output(query, f"{work}/out/*.parquet")
             measured[(fmt, qos)].append((seconds, epochs, check, work))
         for (fmt, qos), rounds in measured.items():
             engine = f"Sluice qos {qos}"
-            report.add(sluice_row("join-sluice", engine, query, fmt, qos, cores, rounds, None))
+            row = sluice_row("join-sluice", engine, query, fmt, qos, cores, rounds, None)
+            if query == joins.FULL_Q7:  # the bids once, not once per stage
+                row.events = ds.join_records(query)
+            report.add(row)
 
 
 def rows_out(glob: str) -> int:
@@ -952,13 +1008,14 @@ def run_sss_joins(
         for query in queries:
             first = WORK / "sss" / f"warm-joins-{fmt}" / "in"
             shutil.rmtree(first.parent, ignore_errors=True)
-            for kind in joins.SIDES.values():
+            for kind in ("bid", *joins.SIDES.values()):
                 (first / kind).mkdir(parents=True)
                 head = ds.files(fmt, kind)[0]
                 (first / kind / head.name).symlink_to(head)
             sss_join_run(spark, query, fmt, first, first.parent / query, 1)  # not measured
             work = WORK / "sss" / f"{query}-{fmt}"
-            inputs = [ds.dir(fmt, kind) for kind in joins.SIDES.values()]
+            kinds = ["bid"] if query == joins.FULL_Q7 else joins.SIDES.values()
+            inputs = [ds.dir(fmt, kind) for kind in kinds]
             with SparkProbe(spark, inputs) as probe, timed() as t:
                 progress, calls = sss_join_run(
                     spark, query, fmt, ds.root / fmt, work, files_per_epoch
@@ -972,7 +1029,7 @@ def run_sss_joins(
                     fmt,
                     # not numInputRows: the JSON reader counts the rows its pushed-down filters
                     # (q3's) let through
-                    ds.join_records(),
+                    ds.join_records(query),
                     t[0],
                     rows_out(f"{work}/out/*.parquet"),
                     check_join_output(query, f"{work}/out/*.parquet"),
@@ -987,7 +1044,11 @@ def run_sss_joins(
                         "state_store": "RocksDB",
                         "input_rows": sum(int(p["numInputRows"]) for p in progress),
                         "state_rows": _sss_state_rows(progress),
-                        "work": sss_work(probe.work, batches, calls),
+                        # the full q7's two queries number their micro-batches alike: the
+                        # probe cannot tell their jobs apart
+                        "work": {}
+                        if query == joins.FULL_Q7
+                        else sss_work(probe.work, batches, calls),
                     },
                 )
             )
@@ -999,6 +1060,8 @@ def sss_join_run(
     """One AvailableNow run of join ``query`` over ``folder``'s ``person/`` and ``auction/``
     into ``work``: its progress list and the Py4J calls Python made to define, start and
     await it."""
+    if query == joins.FULL_Q7:
+        return sss_full_q7_run(spark, fmt, folder / "bid", work, files_per_trigger)
     shutil.rmtree(work, ignore_errors=True)
     with Py4JCounter() as calls:
         sides = []
@@ -1018,6 +1081,37 @@ def sss_join_run(
         running = writer.start()
         running.awaitTermination()
     return list(running.recentProgress), calls.calls
+
+
+def sss_full_q7_run(
+    spark: Any, fmt: str, bids: Path, work: Path, files_per_trigger: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The full q7 in Structured Streaming: q7 (:func:`sss_run`) over ``bids`` into
+    ``work``'s sibling ``-max`` to the end, then the join of its output file stream with the
+    bid stream (:func:`bench.nexmark_joins.sss_full_q7_rows`; an epoch's bid files per
+    micro-batch, every maximum in the first) into ``work``: both queries' progress lists
+    and Py4J calls."""
+    first_work = work.with_name(f"{work.name}-max")
+    progress, calls = sss_run(spark, "q7", fmt, bids, first_work, files_per_trigger)
+    shutil.rmtree(work, ignore_errors=True)
+    with Py4JCounter() as second_calls:
+        maxima_ddl = ", ".join(
+            f"{c} {'bigint' if t == 'long' else t}" for c, t in joins.MAXIMA_SCHEMA.items()
+        )
+        maxima = spark.readStream.schema(maxima_ddl).parquet(str(first_work / "out"))
+        reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_trigger)
+        bid_stream = reader.parquet(str(bids)) if fmt == "parquet" else reader.json(str(bids))
+        writer = (
+            joins.sss_full_q7_rows(maxima, bid_stream)
+            .writeStream.format("parquet")
+            .option("path", str(work / "out"))
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .outputMode("append")
+            .trigger(availableNow=True)
+        )
+        running = writer.start()
+        running.awaitTermination()
+    return [*progress, *running.recentProgress], calls + second_calls.calls
 
 
 def _sss_state_rows(progress: list[dict[str, Any]]) -> int | None:
@@ -1062,7 +1156,8 @@ def run_flink(
             work = WORK / "flink" / f"{query}-{fmt}"
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            folder = ds.root / fmt if join else ds.dir(fmt)  # a join: person/ and auction/
+            # q3 and q8: person/ and auction/
+            folder = ds.root / fmt if join and query != joins.FULL_Q7 else ds.dir(fmt)
             command = [
                 str(FLINK_PYTHON), str(script), "--input", str(folder), "--format", fmt,
                 "--query", query, "--out", str(work / "out"),
@@ -1085,7 +1180,9 @@ def run_flink(
                 say(report.notes[-1])
                 continue
             out_glob = result.get("output_glob") or f"{work}/out/*.parquet"
-            if join:
+            if query == joins.FULL_Q7:  # Flink closes every window at the end of its input
+                check = check_join_output(query, out_glob, closed_before_us=last_bid_us(ds))
+            elif join:
                 check = check_join_output(query, out_glob)
             else:
                 check = check_output(query, ds, out_glob, closed_only=True)
@@ -1095,7 +1192,10 @@ def run_flink(
                     "PyFlink",
                     query,
                     fmt,
-                    int(result.get("events") or (ds.join_records() if join else ds.bids())),
+                    # the full q7's: the bids once (its job may scan them twice)
+                    ds.join_records(query)
+                    if query == joins.FULL_Q7
+                    else int(result.get("events") or (ds.join_records() if join else ds.bids())),
                     float(result["seconds"]),
                     result.get("rows_out"),
                     check,

@@ -20,6 +20,17 @@ Input: each side its own folder of files (``person/``, ``auction/`` beside ``bid
 the same event numbers), read N files per side per epoch / micro-batch: both sides of an
 epoch cover the same event range. Speeds count the records read: persons and auctions (8% of
 the events).
+
+* **q7full** (highest bid, the standard query): every bid carrying its 10 s window's highest
+  price (ties included), as two stages: q7's maxima (one row per closed window), then those
+  maxima joined back to the bids in the same 10 s window on ``max_price = price``. Sluice runs
+  the two pipelines the shipped ``nexmark_q7.yaml`` / ``nexmark_q7_rows.yaml`` are (the
+  second reads the first's output files as its ``maxima`` source); Structured Streaming two
+  queries the same way (the second a stream-stream join of the first's output file stream and
+  the bid stream); PyFlink one job (a window join of the window aggregate and the bids). Each
+  engine's first stage runs to the end before its second (a bounded run: the second's first
+  epoch or micro-batch reads every maximum). Speeds count the bids (read by both stages) once;
+  the time is both stages'.
 """
 
 from __future__ import annotations
@@ -30,21 +41,33 @@ from typing import Any
 from sluice.nexmark import SPEC_SCHEMAS, EventKind
 
 __all__ = [
+    "FULL_Q7",
     "JOIN_QUERIES",
+    "MAXIMA_SCHEMA",
+    "PAIR_QUERIES",
     "SIDES",
     "ddl",
     "duckdb_source",
+    "full_q7_reference_sql",
+    "full_q7_rows_spec",
     "join_spec",
     "normalized_sql",
     "reference_sql",
     "render",
+    "sss_full_q7_rows",
     "sss_query",
 ]
 
-JOIN_QUERIES = ("q3", "q8")
+FULL_Q7 = "q7full"
+JOIN_QUERIES = ("q3", "q8", FULL_Q7)
+PAIR_QUERIES = ("q3", "q8")  # persons joined with auctions
 # the join's sources: name -> the event kind (and folder) it reads
 SIDES = {"persons": "person", "auctions": "auction"}
 SCHEMAS = {name: dict(SPEC_SCHEMAS[EventKind(kind)]) for name, kind in SIDES.items()}
+BID_SCHEMA = dict(SPEC_SCHEMAS[EventKind.BID])
+# full q7: the columns of the first stage's output its second stage reads
+MAXIMA_SCHEMA = {"window_start": "timestamp", "window_end": "timestamp", "max_price": "long"}
+Q7_WINDOW_US = 10 * 1_000_000
 SECOND_US = 1_000_000
 Q3_STATES = ("OR", "ID", "CA")
 Q3_CATEGORY = 10
@@ -105,8 +128,27 @@ def reference_sql(query: str, person: str, auction: str) -> str:
         FROM {person} P JOIN {auction} A ON P.id = A.seller AND {p_ws} = {a_ws}"""
 
 
+def full_q7_reference_sql(bids: str) -> str:
+    """The standard q7 in DuckDB SQL (tests/integration/test_nexmark_joins.py's): every bid
+    whose price is its window's highest, of the windows that closed (``end <=`` the last
+    bid's time, as the first stage's ``emit: on_close``); windows and times as µs."""
+    size = Q7_WINDOW_US
+    return f"""
+        WITH b AS (SELECT auction, price, bidder, epoch_us(date_time) AS t, extra FROM {bids}),
+        final AS (SELECT max(t) AS wm FROM b),
+        m AS (SELECT t - t % {size} AS ws, max(price) AS max_price FROM b GROUP BY ws)
+        SELECT b.auction, b.price, b.bidder, b.t, b.extra, m.ws FROM b, m, final
+        WHERE b.t - b.t % {size} = m.ws AND b.price = m.max_price
+          AND m.ws + {size} <= final.wm"""
+
+
 def normalized_sql(query: str, relation: str) -> str:
     """An engine's output as the reference's columns."""
+    if query == FULL_Q7:
+        return (
+            "SELECT auction, price, bidder, epoch_us(CAST(date_time AS TIMESTAMP)) AS t, extra, "
+            f"epoch_us(CAST(window_start AS TIMESTAMP)) AS ws FROM {relation}"
+        )
     if query == "q3":
         return f"SELECT name, city, state, id FROM {relation}"
     return (
@@ -143,6 +185,49 @@ def join_spec(
     }
 
 
+def full_q7_rows_spec(
+    name: str, maxima: Path, bids: Path, fmt: str, files_per_epoch: int, qos: int, work: Path,
+    epoch_span_s: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The spec of full q7's second stage (the shipped ``nexmark_q7_rows.yaml`` on the
+    bench's files): source ``maxima``, the first stage's output folder (every file in its
+    first epoch: the first stage ran to the end first); source ``bids``, ``files_per_epoch``
+    files of ``bids`` per epoch; a 10 s tumbling window join on ``max_price = price``; sinks
+    and checkpoints under ``work``.
+
+    The maxima's bound on disorder is the first stage's ``epoch_span_s`` (as the shipped
+    spec's 30 s for its 25 s epochs): an epoch's closed windows come in several files, and
+    the rows of a file in no order, so a maximum may follow one up to an epoch later (with
+    0 s, 2 of the 4 quick run's maxima were late). Every maximum is in the first epoch, so
+    the maxima's watermark is ahead of the bids' until the bids reach the last span: the run
+    ends with that span of bids waiting (1.1M rows at 10M events)."""
+    sources = {
+        "maxima": {"type": "files", "path": str(maxima), "format": "parquet",
+                   "schema": dict(MAXIMA_SCHEMA)},
+        "bids": {"type": "files", "path": str(bids), "format": fmt, "schema": dict(BID_SCHEMA),
+                 "max_files_per_epoch": files_per_epoch},
+    }  # fmt: skip
+    files = {"type": "files", "format": "parquet"}
+    return {
+        "name": name,
+        "sources": sources,
+        "event_time": {
+            "maxima": {"column": "window_start", "max_out_of_orderness": f"{epoch_span_s}s"},
+            "bids": {"column": "date_time", "max_out_of_orderness": "0s"},
+        },
+        "join": {"type": "window", "window": {"type": "tumbling", "size": "10s"},
+                 "left": "maxima", "right": "bids", "on": {"max_price": "price"}},
+        "output": {"auction": "bids.auction", "price": "bids.price", "bidder": "bids.bidder",
+                   "date_time": "bids.date_time", "extra": "bids.extra",
+                   "window_start": "window_start"},
+        "qos": qos,
+        "sinks": [{"name": "out", **files, "path": str(work / "out")}],
+        "late_records": {**files, "path": str(work / "late")},
+        "dead_letters": {**files, "path": str(work / "dead")},
+        "checkpoint": {"storage": str(work / "checkpoints")},
+    }  # fmt: skip
+
+
 # --- Spark Structured Streaming -------------------------------------------------------
 
 
@@ -174,6 +259,23 @@ def sss_query(query: str, persons: Any, auctions: Any) -> Any:
     return joined.select("name", "city", "state", "id")
 
 
+def sss_full_q7_rows(maxima: Any, bids: Any) -> Any:
+    """Full q7's second stage in Structured Streaming: the first stage's output as a file
+    stream (watermark 0 s on ``window_start``) joined with the bid stream (0 s on
+    ``date_time``) on ``max_price = price`` and the bid's time inside the window, a range on
+    both watermarked columns, so each side's state is dropped once the other's watermark
+    passes it."""
+    from pyspark.sql import functions as F
+
+    m = maxima.withWatermark("window_start", "0 seconds").select("window_start", "max_price")
+    b = bids.withWatermark("date_time", "0 seconds").select(
+        "auction", "price", "bidder", "date_time", "extra"
+    )
+    inside = "date_time >= window_start AND date_time < window_start + INTERVAL 10 SECONDS"
+    joined = m.join(b, F.expr(f"max_price = price AND {inside}"))
+    return joined.select("auction", "price", "bidder", "date_time", "extra", "window_start")
+
+
 # --- the report ------------------------------------------------------------------------
 
 
@@ -183,7 +285,7 @@ def render(rows: list[Any], where: str, cores: int) -> list[str]:
     if not mine:
         return []
     lines = [
-        "## Joins: q3 and q8 (persons and auctions)",
+        "## Joins: q3, q8 (persons and auctions) and the full q7 (the highest bids' rows)",
         "",
         "Nexmark's stream-stream joins, on the person and auction files written beside the "
         "bids (cut at the same event numbers; N files of each side per epoch / micro-batch). "
@@ -191,7 +293,11 @@ def render(rows: list[Any], where: str, cores: int) -> list[str]:
         "10 s tumbling window on id = seller, every pair; q3: persons of OR/ID/CA and their "
         "category-10 auctions (Sluice: regular join, TTL 1 min; Structured Streaming: "
         "|auction time - person time| <= 1 min; PyFlink: the same as an interval join). Every "
-        "output is checked whole against DuckDB's unbounded join.",
+        "output is checked whole against DuckDB's unbounded join. **q7full**: the standard q7, "
+        "every bid carrying its 10 s window's highest price: q7's maxima, then a window join of "
+        "those maxima with the bids (Sluice: the pipelines nexmark_q7 then nexmark_q7_rows; "
+        "Structured Streaming: two queries the same way; PyFlink: one job); records: the bids "
+        "(counted once), the time both stages'; checked against DuckDB's closed windows.",
         "",
     ]
     lines += _targets(mine)

@@ -1,8 +1,9 @@
-"""Nexmark q0 / q5 / q7 / q11 (window TVFs) and the joins q3 / q8 on Apache Flink (PyFlink,
-Flink SQL): the peer that ``bench/nexmark.py --sections flink`` compares Sluice with.
+"""Nexmark q0 / q5 / q7 / q11 (window TVFs), the full q7 and the joins q3 / q8 on Apache
+Flink (PyFlink, Flink SQL): the peer that ``bench/nexmark.py --sections flink`` compares
+Sluice with.
 
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py \\
-        --input DIR --format jsonl|parquet --query q0|q5|q7|q11|q3|q8 --out OUTDIR \\
+        --input DIR --format jsonl|parquet --query q0|q5|q7|q11|q7full|q3|q8 --out OUTDIR \\
         --checkpoints CKDIR [--parallelism 2] [--checkpoint-interval 10s] [--log-dir DIR]
     .cache/bench/flink-venv/bin/python bench/peers/flink_nexmark.py --self-check
 
@@ -23,6 +24,9 @@ UTC``:
 * q5 first stage: HOP 10 s every 2 s per auction: auction, window_start, window_end, bids;
 * q7 first stage: TUMBLE 10 s, no key: window_start, window_end, max_price, bids;
 * q11: SESSION gap 10 s per bidder: bidder, window_start, window_end, bid_count;
+* q7full (the standard q7): a window join of q7's window aggregate (MAX(price) per TUMBLE 10 s)
+  with the bids' TUMBLE 10 s on price = max_price: every bid carrying its window's highest
+  price: auction, price, bidder, date_time, extra, window_start;
 * q8: a window join (TUMBLE 10 s on each side, joined on id = seller and the window): every
   (person, auction) pair of a window: id, name, window_start, auction;
 * q3: an interval join (auction time within 1 min of the person's, so the state is bounded)
@@ -161,6 +165,21 @@ QUERIES = {
         "GROUP BY bidder, window_start, window_end",
         sink_columns="bidder BIGINT, window_start TIMESTAMP(6), window_end TIMESTAMP(6), "
         "bid_count BIGINT",
+    ),
+    # a window join may follow a window aggregation (both keep window_start / window_end)
+    "q7full": Query(
+        reads=("auction", "price", "bidder", "date_time", "extra"),
+        rowtime=MILLIS_ROWTIME,
+        select=f"SELECT B.auction, B.price, B.bidder, {UTC.format('B.date_time')}, B.extra, "
+        "B.window_start FROM (SELECT window_start, window_end, MAX(price) AS max_price "
+        "FROM TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND)) "
+        "GROUP BY window_start, window_end) M JOIN "
+        "(SELECT auction, price, bidder, date_time, extra, window_start, window_end FROM TABLE("
+        "TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))) B "
+        "ON M.window_start = B.window_start AND M.window_end = B.window_end "
+        "AND M.max_price = B.price",
+        sink_columns="auction BIGINT, price BIGINT, bidder BIGINT, date_time TIMESTAMP(6), "
+        "extra STRING, window_start TIMESTAMP(3)",
     ),
 }
 # A window or interval join of the person and auction views (each with ``ts``, the millisecond
