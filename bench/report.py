@@ -347,6 +347,7 @@ def _targets(report: Any) -> list[str]:
 
 
 QUERIES_ORDER = ("q0", "q5", "q7", "q11")
+JOINS_ORDER = ("q3", "q8", "q7full")  # bench/nexmark_joins.py's JOIN_QUERIES
 
 
 def _qorder(q: str) -> int:
@@ -380,40 +381,47 @@ def _chart(report: Any) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+    # the scaling curves' row only when that section ran (a joins-only run has none)
+    scaling = any(r.section.startswith("scaling") for r in rows)
+    fig, axes = plt.subplots(2 if scaling else 1, 2, figsize=(14, 9 if scaling else 5),
+                             squeeze=False)  # fmt: skip
     fig.suptitle(f"Nexmark, {report.args.events:,} events — {report.command}", fontsize=10)
     ax = axes[0][0]
+    engine_sections = ("duckdb", "sluice", "sss", "flink")
     tp = [
         r
         for r in rows
-        if r.section in ("duckdb", "sluice", "sss", "flink")
+        if r.section.removeprefix("join-") in engine_sections
         and r.format == "parquet"
         and r.check.startswith(("match", "reference"))
     ]
+    # the queries this run measured, bid queries first, then the joins
+    queries = sorted({r.query for r in tp}, key=lambda q: (_qorder(q), JOINS_ORDER.index(q)
+                     if q in JOINS_ORDER else 99))  # fmt: skip
     engines = sorted({r.engine for r in tp}, key=_eorder)
     width = 0.8 / max(1, len(engines))
     for i, engine in enumerate(engines):
         xs, ys = [], []
         for r in tp:
             if r.engine == engine:
-                xs.append(_qorder(r.query) + i * width)
+                xs.append(queries.index(r.query) + i * width)
                 ys.append(r.events_per_s)
         ax.bar(xs, ys, width, label=engine)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(QUERIES_ORDER))], QUERIES_ORDER)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(queries))], queries)
     ax.set_yscale("log")
-    ax.set_ylabel("bids/s (log)")
+    ax.set_ylabel("records/s (log): bids; q3/q8 persons + auctions")
     ax.set_title("Throughput, Parquet input (outputs checked)")
     ax.legend(fontsize=7)
 
     ax = axes[0][1]
-    sl = [r for r in rows if r.section == "sluice"]
+    sl = [r for r in rows if r.section in ("sluice", "join-sluice")]
     labels = [f"{r.query} {r.format[:3]} q{r.extra['qos']}" for r in sl]
     bottom = [0.0] * len(sl)
     for part in ("plan_s", "process_s", "commit_s"):
         vals = [r.extra[part] for r in sl]
         ax.bar(labels, vals, bottom=bottom, label=part[:-2])
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    plain = [r.extra["plain_epoch_s"] for r in sl]
+    plain = [r.extra.get("plain_epoch_s") for r in sl]
     if any(p is not None for p in plain):
         ax.scatter(
             labels,
@@ -430,13 +438,22 @@ def _chart(report: Any) -> Path | None:
     ax.legend(fontsize=7)
 
     for ax, section, xkey, title in (
-        (
-            axes[1][0],
-            "scaling-state",
-            "state_keys",
-            "Epoch time vs total state keys (touched fixed)",
-        ),
-        (axes[1][1], "scaling-epoch", "events_per_epoch", "Epoch time vs events per epoch (q11)"),
+        ()
+        if not scaling
+        else (
+            (
+                axes[1][0],
+                "scaling-state",
+                "state_keys",
+                "Epoch time vs total state keys (touched fixed)",
+            ),
+            (
+                axes[1][1],
+                "scaling-epoch",
+                "events_per_epoch",
+                "Epoch time vs events per epoch (q11)",
+            ),
+        )
     ):
         pts = [r for r in rows if r.section == section]
         if pts:
