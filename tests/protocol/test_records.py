@@ -7,12 +7,10 @@ from typing import Any
 
 import pytest
 from sluice.contracts.records import (
-    DEFAULT_SOURCE,
     OutputFate,
     Plan,
     Restore,
     SinksCommitted,
-    SourceSlice,
     StateMigration,
     Void,
 )
@@ -87,23 +85,14 @@ def _plan(**changes: Any) -> Plan:
     return Plan.from_dict({**body, **changes})
 
 
-def test_a_one_source_plan_keeps_its_stored_form() -> None:
+def test_a_plan_keeps_its_stored_form() -> None:
+    """A join's sources live in the composite range and offsets of the same three fields
+    (sluice.sources.multi), so every plan has one stored form."""
     plan = _plan()
     stored = plan.to_dict()
-    assert "sources" not in stored and "other_sources" not in stored
+    assert "sources" not in stored
     assert stored["source_range"] == {"type": "files", "files": ["a"]}
     assert Plan.from_dict(stored) == plan
-    assert list(plan.sources) == [DEFAULT_SOURCE]
-    assert plan.sources[DEFAULT_SOURCE].end_offset == {"type": "files", "last": "a"}
-
-
-def test_a_plan_of_several_named_sources_round_trips() -> None:
-    other = {"source_range": {"type": "kafka"}, "start_offset": {"o": 1}, "end_offset": {"o": 2}}
-    plan = _plan(sources={"persons": other})
-    assert plan.other_sources == (("persons", SourceSlice({"type": "kafka"}, {"o": 1}, {"o": 2})),)
-    assert plan.to_dict()["sources"] == {"persons": other}
-    assert Plan.from_dict(plan.to_dict()) == plan
-    assert list(plan.sources) == [DEFAULT_SOURCE, "persons"]
 
 
 def test_a_plan_state_migration_is_typed_and_stored_as_before() -> None:

@@ -16,7 +16,6 @@ from enum import StrEnum
 from typing import Any, Literal, Protocol, Self, TypeVar
 
 __all__ = [
-    "DEFAULT_SOURCE",
     "AttemptRecord",
     "AttemptStatus",
     "Checkpoint",
@@ -33,7 +32,6 @@ __all__ = [
     "RetiredMark",
     "Savepoint",
     "SinksCommitted",
-    "SourceSlice",
     "StagedFile",
     "StateMigration",
     "StatePart",
@@ -51,10 +49,6 @@ StateShape = dict[str, object]
 # Where an attempt ran, as its record says: {"spark_master": ..., "spark_application_id": ...,
 # "execution": "warm", ...}.
 EngineInfo = dict[str, str | int | None]
-
-# The name of a pipeline's one source (the plan keeps its range under today's keys; further
-# named sources, for pipelines that read several, under "sources").
-DEFAULT_SOURCE = "source"
 
 
 class AttemptStatus(StrEnum):
@@ -428,25 +422,6 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class SourceSlice:
-    """One named source's part of a plan: the range it reads (the source's own JSON form,
-    :class:`~sluice.contracts.sources.SourceRange`) and the offsets it starts and ends at."""
-
-    source_range: dict[str, Any]
-    start_offset: dict[str, Any]
-    end_offset: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source_range": self.source_range, "start_offset": self.start_offset,
-                "end_offset": self.end_offset}  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SourceSlice:
-        return cls(dict(data["source_range"]), dict(data["start_offset"]),
-                   dict(data["end_offset"]))  # fmt: skip
-
-
-@dataclass(frozen=True)
 class TablePin:
     """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan. For a
     folder of files (``kind`` files): the table's files under ``uri`` and their fingerprints
@@ -567,9 +542,6 @@ class Plan:
     # Set when the spec's state shape changed since the checkpoint this plan starts from
     # (sluice.protocol.upgrade): what was added, dropped or reset.
     state_migration: StateMigration | None = None
-    # Sources besides the pipeline's first (DEFAULT_SOURCE, whose slice is the three fields
-    # above), by name; written only when there are any, so one-source plans keep their form.
-    other_sources: tuple[tuple[str, SourceSlice], ...] = ()
     # The lookup tables' versions this epoch joins, by lookup name (docs/joins.md); written
     # only when the spec has lookups.
     tables: tuple[tuple[str, TablePin], ...] = ()
@@ -584,21 +556,12 @@ class Plan:
         body["restored_from"] = self.restored_from.to_dict() if self.restored_from else None
         migration = self.state_migration
         body["state_migration"] = migration.to_dict() if migration is not None else None
-        del body["other_sources"]
-        if self.other_sources:
-            body["sources"] = {name: part.to_dict() for name, part in self.other_sources}
         del body["tables"]
         if self.tables:
             body["tables"] = {name: pin.to_dict() for name, pin in self.tables}
         if self.replays is None:
             del body["replays"]
         return body
-
-    @property
-    def sources(self) -> dict[str, SourceSlice]:
-        """Every source's slice by name, the first under :data:`DEFAULT_SOURCE`."""
-        first = SourceSlice(self.source_range, self.start_offset, self.end_offset)
-        return {DEFAULT_SOURCE: first, **dict(self.other_sources)}
 
     @property
     def retract_after(self) -> int | None:
@@ -614,10 +577,6 @@ class Plan:
         data["restored_from"] = Restore.from_dict(data.get("restored_from"))
         migration = data.get("state_migration")
         data["state_migration"] = StateMigration.from_dict(migration) if migration else None
-        others = data.pop("sources", None) or {}
-        data["other_sources"] = tuple(
-            (str(name), SourceSlice.from_dict(part)) for name, part in sorted(others.items())
-        )
         tables = data.pop("tables", None) or {}
         data["tables"] = tuple(
             (str(name), TablePin.from_dict(pin)) for name, pin in sorted(tables.items())
