@@ -88,3 +88,59 @@ def test_the_state_of_each_epoch_equals_the_reference_at_that_point(
         state_view(spark, rt, resolve_checkpoint(rt), {"url": "x"})
     assert main(["state", str(spec_path), "--key", "user"]) == 2
     assert "expected COLUMN=VALUE" in capsys.readouterr().err
+
+
+def test_a_join_state_holds_each_record_that_may_still_match(
+    spark: Any, local_workspace: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tumbling window join of persons and auctions, one file of each an epoch: after each
+    epoch the view holds exactly the valid records read so far whose window the pipeline's
+    watermark has not passed (nothing of the first three files is late), with their key, the
+    columns the state keeps and when they leave; ``--key`` keeps one key's rows of both
+    sides."""
+    from tests.joins.data import _micros
+    from tests.joins.test_stream_join import INPUT, join_spec_dict
+
+    local_workspace.put_files(INPUT.persons, "persons")
+    local_workspace.put_files(INPUT.auctions, "auctions")
+    body = join_spec_dict(local_workspace, "window")
+    spec_path = tmp_path / "join.yaml"
+    spec_path.write_text(json.dumps(body))
+    rt = runtime(parse_spec(body))
+    size = 2_000_000  # the join's 2 s window
+    for epoch in (1, 2, 3):
+        run_until_drained(rt, spark, max_units=1, max_epochs=1)
+        checkpoint = resolve_checkpoint(rt, epoch)
+        watermark = checkpoint.result.watermark_us
+        assert watermark is not None
+        expected = set()
+        for side, key in (("persons", "id"), ("auctions", "seller")):
+            read = {name for name, _ in getattr(INPUT, side)[:epoch]}
+            for line in INPUT.rows(side):
+                record = line["record"]
+                if line["file"] not in read or not isinstance((record or {}).get("id"), int):
+                    continue  # not read yet, or a dead letter
+                t = _micros(record["date_time"])
+                start = t - t % size
+                kept = json.dumps({"id": record["id"]}, separators=(",", ":"))  # Spark's JSON
+                if start + size - 1 >= watermark:
+                    expected.add((side, record[key], start, t, start + size - 1, kept))
+        assert {"persons", "auctions"} <= {e[0] for e in expected}
+        view = state_view(spark, rt, checkpoint)
+        assert view is not None
+        assert view.columns == ["side", "id", "window_start", "event_time", "kept_until",
+                                "matched", "record"]  # fmt: skip
+        got = view.selectExpr(
+            "side", "id", "unix_micros(window_start)", "unix_micros(event_time)",
+            "unix_micros(kept_until)", "record",
+        ).collect()  # fmt: skip
+        assert len(got) == len(expected) == checkpoint.result.state.rows
+        assert {tuple(r) for r in got} == expected
+
+    person_key = next(e[1] for e in sorted(expected) if e[0] == "persons")
+    assert main(["state", str(spec_path), "--key", f"id={person_key}", "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["epoch"] == 3
+    assert sorted((r["side"], r["id"]) for r in printed["rows"]) == sorted(
+        (e[0], e[1]) for e in expected if e[1] == person_key
+    )

@@ -10,6 +10,11 @@ state:
   sessions with ``max_duration`` show their fragments (``stub`` marks a closed piece's stub);
 * **process functions** — one row per key: each declared state (value, list or map; JSON for
   lists and maps), its TTL stamps when it has a TTL, and the pending timers (event times);
+* **stream-stream joins** — one row per record waiting for a match: its ``side`` (the
+  source), the join's key columns (named as the left side names them), ``window_start`` (a
+  window join), its ``event_time``, ``kept_until`` (the watermark past which no row of the
+  other side can match it), ``matched`` (``how: left``) and the columns the state keeps
+  (``record``, JSON);
 * **stateless pipelines** keep no state: nothing to show (their checkpoints hold offsets and
   the watermark only).
 """
@@ -84,19 +89,47 @@ def state_view(
     frame = operator_for(spec).current_state(read_state(spark, rt, checkpoint.result.state))
     if frame is None:
         return None
+    if spec.join is not None:  # the view names its key columns; filter it
+        frame = _join_view(frame, rt)
     for column, value in (keys or {}).items():
         frame = frame.where(F.col(f"`{column}`").cast("string") == F.lit(value))
+    if spec.join is not None:
+        return frame
     if spec.process is not None:
         return _keyed_view(frame, key_columns)
     return _window_view(frame, rt)
 
 
 def _key_columns(rt: Runtime) -> list[str]:
+    if rt.spec.join is not None:
+        return [left for left, _ in rt.spec.join.on]
     if rt.spec.process is not None:
         from sluice.keyed.operator import key_columns
 
         return key_columns(rt.spec)
     return list(rt.spec.key_by)
+
+
+def _join_view(frame: DataFrame, rt: Runtime) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    join = rt.spec.join
+    assert join is not None
+    left, right = (side.name for side in join.sides)
+    columns = [
+        F.when(F.col("_side") == 0, F.lit(left)).otherwise(F.lit(right)).alias("side"),
+        *[F.col(f"_k{i}").alias(name) for i, (name, _) in enumerate(join.on)],
+    ]
+    if join.window is not None:
+        columns.append(F.timestamp_micros("_ws").alias("window_start"))
+    columns += [
+        F.timestamp_micros("_ts").alias("event_time"),
+        F.timestamp_micros("_exp").alias("kept_until"),
+        F.col("_matched").alias("matched"),
+        F.when(F.col("_side") == 0, F.to_json("_l")).otherwise(F.to_json("_r")).alias("record"),
+    ]
+    order = ["side", *[name for name, _ in join.on], "event_time"]
+    return frame.select(*columns).orderBy(*[F.col(f"`{c}`") for c in order])
 
 
 def _keyed_view(frame: DataFrame, key_columns: list[str]) -> DataFrame:
