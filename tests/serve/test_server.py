@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from sluice.serve import AttemptCancelled, PipelineBusy, ServeRefused
 from sluice.spark import engine_jars, submit_conf
 
 from tests.fixtures.airflow import REPO
-from tests.fixtures.pipelines import assert_click_output_exact, staged_keys
+from tests.fixtures.pipelines import assert_click_output_exact, committed_rows, staged_keys
 from tests.fixtures.serve import ServeProcess
 from tests.keyed.data import cwa_expected
 from tests.serve.pipelines import (
@@ -29,6 +30,7 @@ from tests.serve.pipelines import (
     averages,
     click_pipeline,
     gated_pipeline,
+    write_spec,
 )
 
 DEADLINE_S = 300
@@ -119,6 +121,47 @@ def test_cold_then_warm_epochs_equal_the_reference(
         assert record.run_id == f"test__{epoch}"
     after = client.health()
     assert after["epochs"]["succeeded"] >= health["epochs"]["succeeded"] + 2
+
+
+def test_a_join_pipeline_runs_cold_then_warm_and_equals_the_reference(
+    serve_server: ServeProcess, local_workspace: Any, tmp_path: Path
+) -> None:
+    """A stream-stream join (two files sources, a left interval join, one file of each side
+    an epoch) through both engines the DAG uses: epoch 1 cold (spark-submit), the rest on
+    the warm server; the output, late records and dead letters are the in-process suite's."""
+    from tests.joins.data import reference
+    from tests.joins.test_stream_join import CON, INPUT, join_spec_dict, output_rows
+
+    local_workspace.put_files(INPUT.persons, "persons")
+    local_workspace.put_files(INPUT.auctions, "auctions")
+    body = join_spec_dict(local_workspace, "interval", "left")
+    body["name"] = "served_join"
+    for source in body["sources"].values():
+        source["max_files_per_epoch"] = 1
+    pipeline = write_spec(tmp_path / "specs", body)
+
+    client = serve_server.client()
+    server_app = client.health()["spark_application_id"]
+    plan_epoch(pipeline.rt)
+    cold = cold_epoch(pipeline.path, 1)
+    commit_epoch(pipeline.rt, 1)
+    warm = pipeline.drain(client)
+
+    assert [s["epoch"] for s in warm] == [2, 3, 4, 5, 6]
+    assert cold["spark_application_id"] != server_app
+    assert {s["spark_application_id"] for s in warm} == {server_app}
+    for summary in (cold, *warm):
+        stats = summary["stats"]
+        assert stats["records_read"] == (
+            stats["accepted"] + stats["late"] + stats["dead"] + stats["filtered"]
+        )
+    assert Counter(output_rows(pipeline.spec)) == Counter(reference(CON, "interval", how="left"))
+    late = committed_rows(pipeline.spec, "late_records")
+    assert Counter(r["side"] for r in late) == {"persons": 4, "auctions": 4}
+    assert len(committed_rows(pipeline.spec, "dead_letters")) == 2
+    record = pipeline.rt.repo.attempt(2, warm[0]["attempt"])
+    assert record is not None and record.engine is not None
+    assert record.engine["execution"] == "warm"
 
 
 @pytest.mark.slow
