@@ -3,7 +3,8 @@ Sluice line that made it (the innermost frame under ``include/sluice``).
 
     .venv/bin/python bench/py4j_sites.py q7 parquet [EPOCHS] [TOP]
 
-Runs the bench's Nexmark query (``bench/nexmark.py``'s spec, 2 files an epoch of the quick
+Runs the bench's Nexmark query (``bench/nexmark.py``'s spec, or the join spec of q3 / q8:
+``bench/nexmark_joins.py``), 2 files an epoch (of each side) of the quick
 dataset, which ``make bench-quick`` writes) for EPOCHS epochs (default 3) on local[2] and
 prints each epoch's calls and py4j's deletes of released JVM objects (not counted as calls),
 then the TOP (default 30) lines of the last epoch. A count, not a time: noise cannot move it.
@@ -39,7 +40,11 @@ def main(argv: list[str]) -> int:
         return 2
     spark = spark_session("py4j-sites", master="local[2]", extra_conf=pr.PROBE_CONF)
     work = Path("/tmp/sluice-py4j-sites") / f"{query}-{fmt}"
-    spec = nx.sluice_spec(f"sites_{query}", nx.SPECS[query], nx.bid_source(ds, fmt, 2), 2, work)
+    if query in nx.joins.PAIR_QUERIES:  # q3, q8: persons and auctions, 2 files of each
+        spec = nx.join_spec_file(ds, query, f"sites_{query}", fmt, 2, 2, work)
+    else:
+        source = nx.bid_source(ds, fmt, 2)
+        spec = nx.sluice_spec(f"sites_{query}", nx.SPECS[query], source, 2, work)
     sites: collections.Counter[str] = collections.Counter()
 
     class Sites(pr.Py4JCounter):

@@ -134,7 +134,7 @@ class JoinOperator:
     def align_state(
         self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]
     ) -> DataFrame:
-        return frame.select(*[quoted(c) for c in self.state_columns()])
+        return select(frame, *[quoted(c) for c in self.state_columns()])
 
     def current_state(self, state: Any) -> DataFrame | None:
         """The rows waiting for a match (``sluice state``)."""
@@ -252,7 +252,7 @@ class JoinEpoch:
 
     @property
     def results(self) -> DataFrame:
-        frames = [self.pairs.select("_l", "_r", "_ws")]
+        frames = [select(self.pairs, "_l", "_r", "_ws")]
         if self.join.how == "left" and self.watermark_us is not None:
             gone = self.rows.where(f"_side = {LEFT} AND NOT _matched AND _exp < _now")
             right = _struct_ddl(self.join, self.join.right)
@@ -264,7 +264,9 @@ class JoinEpoch:
         kept = self.rows
         if self.watermark_us is not None:
             kept = kept.where("_exp >= _now")
-        return StateUpdate("base", kept.select(*[quoted(c) for c in join_state_columns(self.join)]))
+        return StateUpdate(
+            "base", select(kept, *[quoted(c) for c in join_state_columns(self.join)])
+        )
 
     def finish(self, emitted: int | None, state_rows: int | None = None) -> EpochFacts:
         counts = [s.facts.counts for s in self.sides]
@@ -397,19 +399,18 @@ def _pairs(join: JoinSpec, new: DataFrame, old: DataFrame | None) -> DataFrame:
     found = [new_left.alias("l").join(right.alias("r"), condition, "inner")]
     if old is not None:
         found.append(old.where(f"_side = {LEFT}").alias("l").join(new_right.alias("r"), condition))
-    picked = [f.select("l._l", "r._r", "l._ws", F.col("l._pos").alias("_lpos")) for f in found]
+    picked = [select(f, "l._l", "r._r", "l._ws", "l._pos AS _lpos") for f in found]
     return picked[0] if len(picked) == 1 else picked[0].unionByName(picked[1])
 
 
 def _mark_matched(rows: DataFrame, pairs: DataFrame) -> DataFrame:
     """``_matched`` set on every left row with a pair this epoch."""
-    hits = pairs.select(F.col("_lpos").alias("_hpos"), F.col("_ws").alias("_hws")).distinct()
-    hits = hits.withColumn("_hit", F.lit(True))
-    cond = (F.col("_pos") == F.col("_hpos")) & F.col("_ws").eqNullSafe(F.col("_hws"))
-    marked = rows.join(hits, cond & (F.col("_side") == LEFT), "left")
-    return marked.withColumn("_matched", F.col("_matched") | F.coalesce("_hit", F.lit(False))).drop(
-        "_hpos", "_hws", "_hit"
-    )
+    hits = select(pairs, "_lpos AS _hpos", "_ws AS _hws").distinct()
+    hits = select(hits, "*", "true AS _hit")
+    cond = F.expr(f"_pos = _hpos AND _ws <=> _hws AND _side = {LEFT}")
+    marked = rows.join(hits, cond, "left")
+    matched = F.expr("_matched OR coalesce(_hit, false)")
+    return marked.withColumn("_matched", matched).drop("_hpos", "_hws", "_hit")
 
 
 def _output(rows: DataFrame, join: JoinSpec, epoch: int) -> DataFrame:

@@ -37,6 +37,7 @@ from sluice.contracts.operators import (
     EpochInput,
 )
 from sluice.contracts.records import WatermarkState
+from sluice.jvm.context import context_cache
 from sluice.jvm.udfs import Ledger, SqlFunctions, select, where_not_pushed
 from sluice.operators.base import InvalidExpression, quoted
 from sluice.operators.expressions import failure_reason, guarded
@@ -47,7 +48,7 @@ from sluice.operators.watermarks import Run, verify_runs
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from sluice.spec.model import PipelineSpec
 
@@ -318,29 +319,50 @@ def derive(
             return select(frame, "*", "_lookup AS _keep").drop("_lookup")
         return select(frame, "*", "true AS _keep")
     frame = _evaluate(frame, spec, "filter", spec.filter, "_keep")
-    keep = F.coalesce(F.col("_keep"), F.lit(False))
     if spec.lookup:
-        return frame.withColumn("_keep", keep & F.col("_lookup")).drop("_lookup")
-    return frame.withColumn("_keep", keep)
+        keep = F.expr("coalesce(_keep, false) AND _lookup")
+        return frame.withColumn("_keep", keep).drop("_lookup")
+    return frame.withColumn("_keep", F.expr("coalesce(_keep, false)"))
 
 
 def _evaluate(
     frame: DataFrame, spec: PipelineSpec, field: str, expression: str, into: str
 ) -> DataFrame:
+    """``into`` = ``expression`` on the records without an ``_error``; a record whose
+    evaluation raised gets the ``_error`` naming ``field``. The three columns are built once
+    per Spark context (:func:`_guarded_columns`): each epoch only adds them (3 Py4J calls
+    and the drop's 6, where building them again cost about 245)."""
     try:  # ParseException is an AnalysisException too
-        tried = guarded(frame.sparkSession, F.expr(expression), spec.name)
-        frame = frame.withColumn("_g", F.when(F.col("_error").isNull(), tried))
+        guard, error, value = _guarded_columns(frame.sparkSession, spec.name, field, expression)
+        frame = frame.withColumn("_g", guard)
     except AnalysisException as exc:
         raise InvalidExpression(spec.name, field, expression, str(exc)) from exc
-    raised = F.col("_error").isNull() & F.col("_g").isNull()
-    return (
-        frame.withColumn(
-            "_error",
-            F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.col("_error")),
-        )
-        .withColumn(into, F.col("_g.v"))
-        .drop("_g")
-    )
+    return frame.withColumn("_error", error).withColumn(into, value).drop("_g")
+
+
+_GUARDED_KEPT = 512  # expressions whose columns a context keeps (the oldest go first)
+
+
+def _guarded_columns(
+    spark: SparkSession, pipeline: str, field: str, expression: str
+) -> tuple[Column, Column, Column]:
+    """The columns of :func:`_evaluate`, once per context: ``_g`` (``{v: expression}``,
+    NULL when it raised, only for records without an ``_error``), the new ``_error`` and the
+    value. A column is an unresolved expression (names, not a frame's attributes), so every
+    epoch's frame can take the same one; a Column built through PySpark costs 10-60 Py4J
+    calls (``F.col`` 13, ``isNull`` 11), SQL text 3."""
+    cache = context_cache(spark, "guarded expressions")
+    key = (pipeline, field, expression)
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= _GUARDED_KEPT:  # a served context outlives many specs' edits
+            del cache[next(iter(cache))]
+        tried = guarded(spark, F.expr(expression), pipeline)
+        guard = F.when(F.expr("_error IS NULL"), tried)
+        raised = F.expr("_error IS NULL AND _g IS NULL")
+        error = F.when(raised, F.lit(failure_reason(field, expression))).otherwise(F.expr("_error"))
+        found = cache[key] = (guard, error, F.expr("_g.v"))
+    return found
 
 
 def dead_rows(records: DataFrame, spec: PipelineSpec, epoch: int, source: str) -> DataFrame:
