@@ -234,7 +234,7 @@ class Dataset:
         chosen = self.files("parquet") if files is None else files
         return sum(pq.ParquetFile(p).metadata.num_rows for p in chosen)
 
-    def join_records(self, query: str = "q3") -> int:
+    def join_records(self, query: str) -> int:
         """The records join ``query`` reads: persons and auctions for q3 and q8 (8% of
         events), the bids for the full q7 (counted once, though both its stages read them)."""
         import pyarrow.parquet as pq
@@ -973,6 +973,21 @@ def run_sss(
             )
 
 
+def available_now(frame: Any, work: Path) -> Any:
+    """Start ``frame`` as an AvailableNow query into ``work/out`` (Parquet, append, its
+    checkpoint in ``work/checkpoint``) and wait for it to end: the finished query."""
+    running = (
+        frame.writeStream.format("parquet")
+        .option("path", str(work / "out"))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start()
+    )
+    running.awaitTermination()
+    return running
+
+
 def sss_run(
     spark: Any, query: str, fmt: str, folder: Path, work: Path, files_per_trigger: int
 ) -> tuple[list[dict[str, Any]], int]:
@@ -982,16 +997,7 @@ def sss_run(
     with Py4JCounter() as calls:
         reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_trigger)
         df = reader.parquet(str(folder)) if fmt == "parquet" else reader.json(str(folder))
-        writer = (
-            spark_query(query, df, streaming=True)
-            .writeStream.format("parquet")
-            .option("path", str(work / "out"))
-            .option("checkpointLocation", str(work / "checkpoint"))
-            .outputMode("append")
-            .trigger(availableNow=True)
-        )
-        running = writer.start()
-        running.awaitTermination()
+        running = available_now(spark_query(query, df, streaming=True), work)
     return list(running.recentProgress), calls.calls
 
 
@@ -1008,14 +1014,13 @@ def run_sss_joins(
         for query in queries:
             first = WORK / "sss" / f"warm-joins-{fmt}" / "in"
             shutil.rmtree(first.parent, ignore_errors=True)
-            for kind in ("bid", *joins.SIDES.values()):
+            for kind in joins.kinds(query):
                 (first / kind).mkdir(parents=True)
                 head = ds.files(fmt, kind)[0]
                 (first / kind / head.name).symlink_to(head)
             sss_join_run(spark, query, fmt, first, first.parent / query, 1)  # not measured
             work = WORK / "sss" / f"{query}-{fmt}"
-            kinds = ["bid"] if query == joins.FULL_Q7 else joins.SIDES.values()
-            inputs = [ds.dir(fmt, kind) for kind in kinds]
+            inputs = [ds.dir(fmt, kind) for kind in joins.kinds(query)]
             with SparkProbe(spark, inputs) as probe, timed() as t:
                 progress, calls = sss_join_run(
                     spark, query, fmt, ds.root / fmt, work, files_per_epoch
@@ -1066,20 +1071,11 @@ def sss_join_run(
     with Py4JCounter() as calls:
         sides = []
         for name, kind in joins.SIDES.items():
-            reader = spark.readStream.schema(joins.ddl(name))
+            reader = spark.readStream.schema(joins.ddl(joins.SCHEMAS[name]))
             reader = reader.option("maxFilesPerTrigger", files_per_trigger)
             path = str(folder / kind)
             sides.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
-        writer = (
-            joins.sss_query(query, *sides)
-            .writeStream.format("parquet")
-            .option("path", str(work / "out"))
-            .option("checkpointLocation", str(work / "checkpoint"))
-            .outputMode("append")
-            .trigger(availableNow=True)
-        )
-        running = writer.start()
-        running.awaitTermination()
+        running = available_now(joins.sss_query(query, *sides), work)
     return list(running.recentProgress), calls.calls
 
 
@@ -1095,22 +1091,11 @@ def sss_full_q7_run(
     progress, calls = sss_run(spark, "q7", fmt, bids, first_work, files_per_trigger)
     shutil.rmtree(work, ignore_errors=True)
     with Py4JCounter() as second_calls:
-        maxima_ddl = ", ".join(
-            f"{c} {'bigint' if t == 'long' else t}" for c, t in joins.MAXIMA_SCHEMA.items()
-        )
+        maxima_ddl = joins.ddl(joins.MAXIMA_SCHEMA)
         maxima = spark.readStream.schema(maxima_ddl).parquet(str(first_work / "out"))
         reader = spark.readStream.schema(BID_DDL).option("maxFilesPerTrigger", files_per_trigger)
         bid_stream = reader.parquet(str(bids)) if fmt == "parquet" else reader.json(str(bids))
-        writer = (
-            joins.sss_full_q7_rows(maxima, bid_stream)
-            .writeStream.format("parquet")
-            .option("path", str(work / "out"))
-            .option("checkpointLocation", str(work / "checkpoint"))
-            .outputMode("append")
-            .trigger(availableNow=True)
-        )
-        running = writer.start()
-        running.awaitTermination()
+        running = available_now(joins.sss_full_q7_rows(maxima, bid_stream), work)
     return [*progress, *running.recentProgress], calls + second_calls.calls
 
 
@@ -1195,7 +1180,9 @@ def run_flink(
                     # the full q7's: the bids once (its job may scan them twice)
                     ds.join_records(query)
                     if query == joins.FULL_Q7
-                    else int(result.get("events") or (ds.join_records() if join else ds.bids())),
+                    else int(
+                        result.get("events") or (ds.join_records(query) if join else ds.bids())
+                    ),
                     float(result["seconds"]),
                     result.get("rows_out"),
                     check,

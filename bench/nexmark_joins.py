@@ -51,6 +51,7 @@ __all__ = [
     "full_q7_reference_sql",
     "full_q7_rows_spec",
     "join_spec",
+    "kinds",
     "normalized_sql",
     "reference_sql",
     "render",
@@ -92,10 +93,16 @@ BODIES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def ddl(name: str) -> str:
-    """A side's schema as Spark DDL."""
+def ddl(schema: dict[str, str]) -> str:
+    """A schema (a side's :data:`SCHEMAS` entry, :data:`MAXIMA_SCHEMA`) as Spark DDL."""
     spark = {"long": "bigint", "string": "string", "timestamp": "timestamp"}
-    return ", ".join(f"{c} {spark[t]}" for c, t in SCHEMAS[name].items())
+    return ", ".join(f"{c} {spark[t]}" for c, t in schema.items())
+
+
+def kinds(query: str) -> tuple[str, ...]:
+    """The event kinds (folders) join ``query`` reads: the bids for the full q7, persons
+    and auctions for q3 and q8."""
+    return ("bid",) if query == FULL_Q7 else tuple(SIDES.values())
 
 
 # --- DuckDB ---------------------------------------------------------------------------

@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench.nexmark_joins import JOIN_QUERIES
+
 __all__ = ["render"]
 
 ENGINE_ORDER = ("DuckDB", "Spark batch", "Sluice qos 0", "Sluice qos 1", "Sluice qos 2",
@@ -347,7 +349,6 @@ def _targets(report: Any) -> list[str]:
 
 
 QUERIES_ORDER = ("q0", "q5", "q7", "q11")
-JOINS_ORDER = ("q3", "q8", "q7full")  # bench/nexmark_joins.py's JOIN_QUERIES
 
 
 def _qorder(q: str) -> int:
@@ -396,8 +397,9 @@ def _chart(report: Any) -> Path | None:
         and r.check.startswith(("match", "reference"))
     ]
     # the queries this run measured, bid queries first, then the joins
-    queries = sorted({r.query for r in tp}, key=lambda q: (_qorder(q), JOINS_ORDER.index(q)
-                     if q in JOINS_ORDER else 99))  # fmt: skip
+    joins = JOIN_QUERIES
+    queries = sorted({r.query for r in tp},
+                     key=lambda q: (_qorder(q), joins.index(q) if q in joins else 99))  # fmt: skip
     engines = sorted({r.engine for r in tp}, key=_eorder)
     width = 0.8 / max(1, len(engines))
     for i, engine in enumerate(engines):
@@ -437,24 +439,11 @@ def _chart(report: Any) -> Path | None:
     ax.tick_params(axis="x", labelrotation=70, labelsize=7)
     ax.legend(fontsize=7)
 
-    for ax, section, xkey, title in (
-        ()
-        if not scaling
-        else (
-            (
-                axes[1][0],
-                "scaling-state",
-                "state_keys",
-                "Epoch time vs total state keys (touched fixed)",
-            ),
-            (
-                axes[1][1],
-                "scaling-epoch",
-                "events_per_epoch",
-                "Epoch time vs events per epoch (q11)",
-            ),
-        )
-    ):
+    curves = [
+        (axes[1][0], "scaling-state", "state_keys", "Epoch time vs total state keys (touched fixed)"),
+        (axes[1][1], "scaling-epoch", "events_per_epoch", "Epoch time vs events per epoch (q11)"),
+    ] if scaling else []  # fmt: skip
+    for ax, section, xkey, title in curves:
         pts = [r for r in rows if r.section == section]
         if pts:
             ax.plot(
