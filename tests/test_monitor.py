@@ -143,7 +143,7 @@ def test_a_join_pipelines_page_shows_the_lag_of_each_source(
     from sluice.spec import parse_spec
 
     from tests.joins.data import make_input
-    from tests.joins.test_stream_join import join_spec_dict
+    from tests.joins.pipelines import join_spec_dict
 
     inp = make_input(files=3)
     local_workspace.put_files(inp.persons, "persons")

@@ -99,7 +99,7 @@ def test_a_join_state_holds_each_record_that_may_still_match(
     columns the state keeps and when they leave; ``--key`` keeps one key's rows of both
     sides."""
     from tests.joins.data import _micros
-    from tests.joins.test_stream_join import INPUT, join_spec_dict
+    from tests.joins.pipelines import INPUT, join_spec_dict
 
     local_workspace.put_files(INPUT.persons, "persons")
     local_workspace.put_files(INPUT.auctions, "auctions")

@@ -9,7 +9,6 @@ written.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -130,15 +129,9 @@ def test_a_join_pipelines_dag_runs_its_epochs(
     """A stream-stream join (two files sources, a left interval join, three files of each
     side a run) from its DAG: two runs commit two epochs whose output, late records and
     dead letters are the in-process suite's; the output asset's events count its rows."""
-    from tests.joins.data import reference
-    from tests.joins.test_stream_join import CON, INPUT, join_spec_dict, output_rows
+    from tests.joins.pipelines import assert_committed_reference, capped_join_dict
 
-    local_workspace.put_files(INPUT.persons, "persons")
-    local_workspace.put_files(INPUT.auctions, "auctions")
-    body = join_spec_dict(local_workspace, "interval", "left")
-    body["name"] = "dagtest_join"
-    for source in body["sources"].values():
-        source["max_files_per_epoch"] = 3
+    body = capped_join_dict(local_workspace, "dagtest_join", 3)
     (pipelines_dir / "dagtest_join.yaml").write_text(yaml.safe_dump(body))
     provision(airflow_db, pipelines_dir)
     dag = DagBag(dag_folder=str(REPO / "dags")).dags["sluice__dagtest_join"]
@@ -151,11 +144,7 @@ def test_a_join_pipelines_dag_runs_its_epochs(
     for epoch, run in enumerate(runs, start=1):
         checkpoint = rt.repo.checkpoint(epoch)
         assert checkpoint is not None and checkpoint.run_id == run.run_id
-    rows = output_rows(spec)
-    assert Counter(rows) == Counter(reference(CON, "interval", how="left"))
-    late = committed_rows(spec, "late_records")
-    assert Counter(r["side"] for r in late) == {"persons": 4, "auctions": 4}
-    assert len(committed_rows(spec, "dead_letters")) == 2
+    rows = assert_committed_reference(spec, "interval", "left")
     events = _asset_events("sluice__dagtest_join__out")
     assert [e["epoch"] for e in events] == [1, 2]
     assert sum(e["rows"] for e in events) == len(rows)

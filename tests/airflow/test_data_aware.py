@@ -52,7 +52,7 @@ def test_each_source_of_a_join_is_watched_on_its_own(local_workspace: Any) -> No
     """A join pipeline's input assets: one per source, each watcher counting only its own
     source's new input (a run comes when any of them has some)."""
     from tests.joins.data import make_input
-    from tests.joins.test_stream_join import join_spec_dict
+    from tests.joins.pipelines import join_spec_dict
 
     rt = runtime(parse_spec(join_spec_dict(local_workspace, "window")))
     auctions = rt.source.sources["auctions"]

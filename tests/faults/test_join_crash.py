@@ -31,7 +31,7 @@ from tests.integration.test_nexmark_joins import (
     nexmark_spec,
 )
 from tests.joins.data import connect, make_input, reference
-from tests.joins.test_stream_join import join_spec_dict, output_rows
+from tests.joins.pipelines import join_spec_dict, output_rows
 
 __all__ = ["con"]  # the fixture, used by name
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from sluice.serve import AttemptCancelled, PipelineBusy, ServeRefused
 from sluice.spark import engine_jars, submit_conf
 
 from tests.fixtures.airflow import REPO
-from tests.fixtures.pipelines import assert_click_output_exact, committed_rows, staged_keys
+from tests.fixtures.pipelines import assert_click_output_exact, staged_keys
 from tests.fixtures.serve import ServeProcess
 from tests.keyed.data import cwa_expected
 from tests.serve.pipelines import (
@@ -129,16 +128,9 @@ def test_a_join_pipeline_runs_cold_then_warm_and_equals_the_reference(
     """A stream-stream join (two files sources, a left interval join, one file of each side
     an epoch) through both engines the DAG uses: epoch 1 cold (spark-submit), the rest on
     the warm server; the output, late records and dead letters are the in-process suite's."""
-    from tests.joins.data import reference
-    from tests.joins.test_stream_join import CON, INPUT, join_spec_dict, output_rows
+    from tests.joins.pipelines import assert_committed_reference, capped_join_dict
 
-    local_workspace.put_files(INPUT.persons, "persons")
-    local_workspace.put_files(INPUT.auctions, "auctions")
-    body = join_spec_dict(local_workspace, "interval", "left")
-    body["name"] = "served_join"
-    for source in body["sources"].values():
-        source["max_files_per_epoch"] = 1
-    pipeline = write_spec(tmp_path / "specs", body)
+    pipeline = write_spec(tmp_path / "specs", capped_join_dict(local_workspace, "served_join", 1))
 
     client = serve_server.client()
     server_app = client.health()["spark_application_id"]
@@ -155,10 +147,7 @@ def test_a_join_pipeline_runs_cold_then_warm_and_equals_the_reference(
         assert stats["records_read"] == (
             stats["accepted"] + stats["late"] + stats["dead"] + stats["filtered"]
         )
-    assert Counter(output_rows(pipeline.spec)) == Counter(reference(CON, "interval", how="left"))
-    late = committed_rows(pipeline.spec, "late_records")
-    assert Counter(r["side"] for r in late) == {"persons": 4, "auctions": 4}
-    assert len(committed_rows(pipeline.spec, "dead_letters")) == 2
+    assert_committed_reference(pipeline.spec, "interval", "left")
     record = pipeline.rt.repo.attempt(2, warm[0]["attempt"])
     assert record is not None and record.engine is not None
     assert record.engine["execution"] == "warm"
