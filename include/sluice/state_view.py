@@ -70,7 +70,6 @@ def state_view(
 ) -> DataFrame | None:
     """The readable state of ``checkpoint`` (None when it holds no state), optionally only
     the rows whose key columns equal ``keys`` (compared as text)."""
-    from pyspark.sql import functions as F
 
     from sluice.pipeline import operator_for
     from sluice.protocol.process import read_state
@@ -89,15 +88,21 @@ def state_view(
     frame = operator_for(spec).current_state(read_state(spark, rt, checkpoint.result.state))
     if frame is None:
         return None
-    if spec.join is not None:  # the view names its key columns; filter it
-        frame = _join_view(frame, rt)
-    for column, value in (keys or {}).items():
-        frame = frame.where(F.col(f"`{column}`").cast("string") == F.lit(value))
-    if spec.join is not None:
-        return frame
+    if spec.join is not None:  # the view names its key columns: filter the view
+        return _where_keys(_join_view(frame, rt), keys)
+    frame = _where_keys(frame, keys)
     if spec.process is not None:
         return _keyed_view(frame, key_columns)
     return _window_view(frame, rt)
+
+
+def _where_keys(frame: DataFrame, keys: dict[str, str] | None) -> DataFrame:
+    """The rows whose columns equal ``keys`` (compared as text)."""
+    from pyspark.sql import functions as F
+
+    for column, value in (keys or {}).items():
+        frame = frame.where(F.col(f"`{column}`").cast("string") == F.lit(value))
+    return frame
 
 
 def _key_columns(rt: Runtime) -> list[str]:
