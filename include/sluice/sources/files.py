@@ -271,36 +271,25 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         # DAG parsing use this class without either.
         from pyspark.sql import functions as F
 
-        from sluice.sources.parsing import (
-            IndexedFile,
-            parse_csv_lines,
-            parse_json_lines,
-            parse_parquet,
-        )
-        from sluice.storage.footers import footers, types_of
+        from sluice.sources.file_formats import parse_files
+        from sluice.sources.parsing import IndexedFile
 
         assert isinstance(rng, FilesRange)
         index = [
             IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
             for i, k in enumerate(rng.files)
         ]
-        schema, required, read = self.config.schema, self.required, self.read_columns
         try:
-            if self.config.format == "parquet":
-                metas = footers(self.store, list(rng.files))
-                self._footers = {rng.files: metas}
-                stored = types_of(metas)
-                frame = parse_parquet(spark, index, schema, required, stored, read)
-            elif self.config.format == "csv":
-                header = self.config.header
-                frame = parse_csv_lines(spark, index, schema, required, header, read)
-            else:
-                frame = parse_json_lines(spark, index, schema, required, read)
+            frame, metas = parse_files(
+                spark, self.config, self.store, index, self.required, self.read_columns
+            )
         except Exception:
             gone = [k for k in rng.files if not self.store.exists(k)]  # asked only on failure
             if gone:
                 raise PlannedFilesGone(self.store.uri(), gone) from None
             raise
+        if metas is not None:
+            self._footers = {rng.files: metas}
         if self.config.partition_by == "directory":
             folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
             frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
