@@ -71,17 +71,20 @@ def _fields(data: bytes) -> dict[int, list[Any]]:
     i, end = 0, len(data)
     value: int | bytes
     while i < end:
-        tag, i = _varint(data, i)
+        tag = data[i]  # one byte for every field number below 16 (all those read here)
+        i += 1
+        if tag >= 0x80:
+            tag, i = _varint(data, i - 1)
         number, wire = tag >> 3, tag & 7
         if number == 0:
             raise Undecodable(f"protobuf field number 0 at byte {i}")
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 2:
+        if wire == 2:
             size, i = _varint(data, i)
             if i + size > end:
                 raise Undecodable(f"protobuf field {number}: {size} bytes past the end")
             value, i = data[i : i + size], i + size
+        elif wire == 0:
+            value, i = _varint(data, i)
         elif wire == 1:
             value, i = int.from_bytes(data[i : i + 8], "little"), i + 8
         elif wire == 5:
@@ -90,11 +93,16 @@ def _fields(data: bytes) -> dict[int, list[Any]]:
             raise Undecodable(f"protobuf wire type {wire} (field {number})")
         if i > end:
             raise Undecodable(f"protobuf field {number} runs past the end")
-        out.setdefault(number, []).append(value)
+        if number in out:
+            out[number].append(value)
+        else:
+            out[number] = [value]
     return out
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
+    if i < len(data) and data[i] < 0x80:
+        return data[i], i + 1
     result = shift = 0
     while True:
         if i >= len(data) or shift > 63:
@@ -137,33 +145,28 @@ def _text(raw: bytes | None, what: str) -> str:
 # -- SeaweedFS ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class _Entry:
-    name: str
-    is_directory: bool
-    size: int
-    mtime_s: int
-    etag: str
+    """``filer_pb.Entry`` (name 1, is_directory 2, chunks 3, attributes 4, extended 5,
+    remote_entry 10); size and ETag are worked out only for an entry that becomes an event."""
 
+    def __init__(self, data: bytes) -> None:
+        self.fields = _fields(data)
+        self.name = _text(_bytes(self.fields, 1), "an entry name")
+        self.is_directory = _int(self.fields, 2) != 0
 
-def _entry(data: bytes) -> _Entry:
-    """``filer_pb.Entry``: name 1, is_directory 2, chunks 3, attributes 4, extended 5,
-    remote_entry 10."""
-    fields = _fields(data)
-    attributes = _fields(_bytes(fields, 4) or b"")
-    chunks = [_fields(c) for c in fields.get(3, [])]
-    extended: dict[bytes, bytes] = {}
-    for pair in fields.get(5, []):
-        kv = _fields(pair)
-        extended[_bytes(kv, 1) or b""] = _bytes(kv, 2) or b""
-    remote = _bytes(fields, 10)
-    return _Entry(
-        name=_text(_bytes(fields, 1), "an entry name"),
-        is_directory=_int(fields, 2) != 0,
-        size=seaweed_size(attributes, chunks, _fields(remote) if remote is not None else None),
-        mtime_s=_int(attributes, 2),
-        etag=seaweed_etag(extended, _bytes(attributes, 14), chunks),
-    )
+    def event(self, path: str, *, deleted: bool) -> ObjectEvent:
+        fields = self.fields
+        attributes = _fields(_bytes(fields, 4) or b"")
+        chunks = [_fields(c) for c in fields.get(3, ())]
+        extended: dict[bytes, bytes] = {}
+        for pair in fields.get(5, ()):
+            kv = _fields(pair)
+            extended[_bytes(kv, 1) or b""] = _bytes(kv, 2) or b""
+        remote = _bytes(fields, 10)
+        size = seaweed_size(attributes, chunks, _fields(remote) if remote is not None else None)
+        etag = seaweed_etag(extended, _bytes(attributes, 14), chunks)
+        # LIST shows mtime in whole seconds: the event's mtime_ns (19) is not used
+        return ObjectEvent(path, size, _int(attributes, 2) * NS, etag, deleted)
 
 
 def seaweed_size(
@@ -219,8 +222,8 @@ def seaweedfs_events(key: bytes | None, value: bytes | None) -> list[ObjectEvent
     old_raw, new_raw = _bytes(note, 1), _bytes(note, 2)
     if old_raw is None and new_raw is None:
         raise Undecodable("an EventNotification without an old or a new entry")
-    old = _entry(old_raw) if old_raw is not None else None
-    new = _entry(new_raw) if new_raw is not None else None
+    old = _Entry(old_raw) if old_raw is not None else None
+    new = _Entry(new_raw) if new_raw is not None else None
     if old is not None and path.rpartition("/")[2] != old.name:
         raise Undecodable(f"the key {path!r} does not name the old entry {old.name!r}")
     new_path = None
@@ -234,9 +237,9 @@ def seaweedfs_events(key: bytes | None, value: bytes | None) -> list[ObjectEvent
     out = []
     moved = new is None or new.is_directory or new_path != path
     if old is not None and not old.is_directory and moved:
-        out.append(ObjectEvent(path, old.size, old.mtime_s * NS, old.etag, deleted=True))
+        out.append(old.event(path, deleted=True))
     if new is not None and new_path is not None and not new.is_directory:
-        out.append(ObjectEvent(new_path, new.size, new.mtime_s * NS, new.etag, deleted=False))
+        out.append(new.event(new_path, deleted=False))
     return out
 
 
