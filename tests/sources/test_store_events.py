@@ -702,7 +702,8 @@ def test_measure_events_read_per_second(
     format: SeaweedFS's real messages (this module's file events, copied round-robin) and AWS
     records; and the SeaweedFS decoder alone."""
     env = seaweed_events
-    real = [(k, v) for k, v in _keyed_log(env) if seaweedfs_events(k, v)]
+    log = [(k, v) for k, v in _keyed_log(env) if b".versions/" not in k]  # those fail a read
+    real = [(k, v) for k, v in log if seaweedfs_events(k, v)]
     n = 20_000
     copies = [Record(real[i % len(real)][1], key=real[i % len(real)][0], partition=i % 3)
               for i in range(n)]  # fmt: skip

@@ -143,8 +143,9 @@ class StoreEvents:
         :class:`UndecodableStoreEvent` for a message that is not an event of the format, and
         :class:`StoreEventsError` when the range goes past a partition's end or the broker
         does not answer."""
-        todo = {int(p): (int(start.get(p, 0)), int(e)) for p, e in end.items()}
-        todo = {p: (s, e) for p, (s, e) in sorted(todo.items()) if s < e}
+        starts = {int(p): int(o) for p, o in start.items()}
+        ranges = {int(p): (starts.get(int(p), 0), int(e)) for p, e in end.items()}
+        todo = {p: (s, e) for p, (s, e) in sorted(ranges.items()) if s < e}
         if not todo:
             return []
         with self._consumer() as consumer:
