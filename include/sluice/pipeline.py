@@ -18,12 +18,13 @@ import inspect
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sluice.connections import connections_from_env
+from sluice.contracts import layout
 from sluice.contracts.sinks import Sink
 from sluice.contracts.sources import Source
 from sluice.protocol.exceptions import MissingConnection, PluginError
@@ -162,20 +163,12 @@ def operator_for(spec: PipelineSpec) -> Operator[PipelineSpec]:
 class BuildContext:
     """What opening a component may need besides its config and the spec: the checkpoint
     repository, connection URIs by id, and a Spark session getter (called only if needed).
-    ``side``: the join source being opened (its history is its slice of each stored range)."""
+    ``side``: the join source being opened (what it keeps for itself goes in its folder)."""
 
     repo: Repository
     connections: Mapping[str, str]
     spark: Callable[[], Any]
     side: str | None = None
-
-    def planned_files(self, units_of: Callable[[dict[str, Any]], Iterable[str]]) -> set[str]:
-        """What earlier epochs of this source read (a files source's ``history``)."""
-        if self.side is None:
-            return self.repo.planned_files(units_of)
-        from sluice.sources.multi import side_history
-
-        return side_history(self.repo.planned_files, self.side)(units_of)
 
 
 SourceBuilder = Callable[[Any, PipelineSpec, BuildContext], Source[Any, Any]]
@@ -184,13 +177,14 @@ SinkBuilder = Callable[[Any, PipelineSpec, BuildContext, str], Sink]
 
 def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:
     from sluice.sources.files import FilesSource
+    from sluice.sources.files_read import ReadLog
     from sluice.storage import open_store
 
     store = open_store(c.path, s3=spec.s3)
+    log = ReadLog(ctx.repo.store, layout.source_folder(ctx.side or "source") + "files-read/")
     return FilesSource(
-        c, store, required=(spec.event_time.column,), read=spec.read_columns(),
-        history=ctx.planned_files,
-    )  # fmt: skip
+        c, store, log=log, required=(spec.event_time.column,), read=spec.read_columns()
+    )
 
 
 def _kafka_source(c: KafkaSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:

@@ -43,7 +43,7 @@ class MemoryStore(ObjectStore):
     def exists(self, key: str) -> bool:
         return key in self.objects
 
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[ObjectInfo]:
         return [
             ObjectInfo(k, len(v)) for k, v in sorted(self.objects.items()) if k.startswith(prefix)
         ]

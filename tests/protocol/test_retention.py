@@ -72,10 +72,23 @@ def _stored(rt: Any) -> dict[str, Any]:
         "state": sorted({e for e in map(state_epoch_of, keys) if e is not None}),
         "retired": sorted(k for k in keys if k.startswith("retired/")),
         "savepoints": sorted(k for k in keys if k.startswith("savepoints/")),
+        "sources": sorted(k for k in keys if k.startswith("sources/")),
         "other": sorted(
-            k for k in keys if not k.startswith(("epochs/", "state/", "retired/", "savepoints/"))
+            k
+            for k in keys
+            if not k.startswith(("epochs/", "state/", "retired/", "savepoints/", "sources/"))
         ),
     }
+
+
+def _sets_named(rt: Any, epochs: list[int]) -> list[str]:
+    """The objects of the sets of files read the checkpoints ``epochs`` end at."""
+    named = set()
+    for epoch in epochs:
+        checkpoint = rt.repo.checkpoint(epoch)
+        assert checkpoint is not None
+        named.update(rt.source.decode_offset(checkpoint.end_offset).read.objects)
+    return sorted(named)
 
 
 def _assert_output_exact(spec: Any, files: list[tuple[str, bytes]] = FILES) -> None:
@@ -102,12 +115,13 @@ def test_retention_keeps_the_last_checkpoints_and_every_savepoint(
     assert stored["retired"] == ["retired/000000000005.json"]
     assert stored["savepoints"] == ["savepoints/before-upgrade.json"]
     assert stored["other"] == []
+    # the sets of files read those checkpoints end at, and nothing else
+    assert stored["sources"] == _sets_named(rt, [2, 5, 6])
     for epoch in (2, 5, 6):
         checkpoint = rt.repo.checkpoint(epoch)
         assert checkpoint is not None and checkpoint.result.state.uri is not None
         assert rt.repo.sinks_committed(epoch) is not None
     assert rt.repo.latest_epoch() == 6
-    assert sorted(rt.repo.retired_mark().files) == sorted(k for k, _ in FILES[:4])
 
     # deleting the savepoint lets the next commit retire epoch 2 as well
     delete_savepoint(rt, "before-upgrade")
@@ -119,6 +133,7 @@ def test_retention_keeps_the_last_checkpoints_and_every_savepoint(
     assert stored["state"][0] >= 3  # parts of epochs 1 and 2 were deleted with the savepoint
     assert stored["retired"] == ["retired/000000000006.json"]
     assert stored["savepoints"] == []
+    assert stored["sources"] == _sets_named(rt, [6, 7])
     _assert_output_exact(spec)
 
 

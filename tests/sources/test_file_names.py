@@ -95,7 +95,7 @@ def test_every_name_is_read_exactly_once(spark: Any, workspace: Workspace, fmt: 
     names = [_name(k, fmt) for k in awkward(workspace)]
     workspace.put_files([(k, _body(n, fmt)) for n, k in enumerate(names)])
     spec = FilesSourceConfig(path=workspace.uri("in"), format=fmt, schema=SCHEMA)  # type: ignore[arg-type]
-    src = FilesSource(spec, workspace.store("in"), required=("ts",))
+    src: FilesSource = workspace.files_source(spec, required=("ts",))
     rng = src.plan_range(src.initial_offset(), None)
     assert rng is not None and sorted(rng.files) == sorted(names)
 
@@ -142,10 +142,11 @@ def test_a_name_no_reader_can_open_stops_planning_naming_it(
     strings, so no reader opens it. The epoch that would read it is not planned, with one
     line naming pipeline, epoch and file (never a stack trace, never skipped)."""
     ws = local_workspace
-    ws.put_files([("a.jsonl", _body(1, "jsonl")), ("c.jsonl", _body(3, "jsonl"))])
+    ws.put_files([("a.jsonl", _body(1, "jsonl"))])
     root = Path(urllib.parse.urlparse(ws.uri("in")).path)
     bad = os.fsencode(root) + b"/b-caf\xe9.jsonl"
-    Path(os.fsdecode(bad)).write_bytes(_body(2, "jsonl"))
+    Path(os.fsdecode(bad)).write_bytes(_body(2, "jsonl"))  # lands second, read second
+    ws.put_files([("c.jsonl", _body(3, "jsonl"))])
     body = click_spec_dict(ws)
     body["source"]["max_files_per_epoch"] = 1
     spec_file = tmp_path / "clicks.yaml"
@@ -207,6 +208,7 @@ def test_a_planned_file_gone_before_process_is_a_clear_error(
     spec = parse_spec(body)
     assert run_epoch(runtime(spec), spark) is not None
     assert plan_epoch(runtime(spec)) is not None
+    landed = Path(urllib.parse.urlparse(ws.uri("in")).path, files[1][0]).stat()
     ws.store("in").delete(files[1][0])
 
     rt = runtime(spec)
@@ -219,7 +221,9 @@ def test_a_planned_file_gone_before_process_is_a_clear_error(
     assert [a.status for a in rt.repo.attempts(2)] == [AttemptStatus.FAILED]
     assert rt.repo.checkpoint(2) is None
 
-    ws.put_files(files[1:])
+    ws.put_files(files[1:])  # put back as it was (cp -p: a new time would be a change)
+    put_back = Path(urllib.parse.urlparse(ws.uri("in")).path, files[1][0])
+    os.utime(put_back, ns=(landed.st_atime_ns, landed.st_mtime_ns))
     assert run_epoch(runtime(spec), spark) is not None
     assert run_epoch(runtime(spec), spark) is None
     stats = [rt.repo.checkpoint(e).result.stats for e in (1, 2)]  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""``partition_by: directory``: read order (name inside the folder, folder), the partitions
+"""``partition_by: directory``: name order (name inside the folder, folder), the partitions
 still waiting after a range, pending units, offsets — and the partition column on read."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ KEYS = ["a/0001.jsonl", "a/0002.jsonl", "b/0001.jsonl", "b/0002.jsonl", "c/0001.
 
 
 def _source(ws: Workspace, partition_by: str = "directory") -> FilesSource:
-    spec = FilesSourceConfig(path=ws.uri("in"), format="jsonl", schema=SCHEMA,
+    spec = FilesSourceConfig(path=ws.uri("in"), format="jsonl", schema=SCHEMA, order="name",
                              partition_by=partition_by)  # type: ignore[arg-type]  # fmt: skip
-    return FilesSource(spec, ws.store("in"), required=("ts",))
+    planner: FilesSource = ws.files_source(spec, required=("ts",))
+    return planner
 
 
 def _put(ws: Workspace) -> None:
@@ -55,10 +56,11 @@ def test_an_offset_a_user_types_counts_the_files_behind_it_in_read_order(
     _put(local_workspace)
     src = _source(local_workspace)
     offset = src.offset_from_user({"after_key": "b/0001.jsonl"})
-    assert isinstance(offset, FilesOffset) and offset.files_consumed == 2  # a/0001, b/0001
+    assert offset == FilesOffset(after_key="b/0001.jsonl")  # a/0001, b/0001 count as read
     rng = src.plan_range(offset, None)
-    assert rng is not None and rng.behind is None
+    assert rng is not None
     assert rng.files == ("c/0001.jsonl", "a/0002.jsonl", "b/0002.jsonl")
+    assert src.is_before(offset, rng.end) and not src.is_before(rng.end, offset)
 
 
 def test_without_partitions_the_order_is_the_key_order(local_workspace: Workspace) -> None:

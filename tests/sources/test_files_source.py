@@ -1,18 +1,20 @@
-"""The files source: planning (key order, cap, hidden keys, offsets, files behind the offset)
-on both backends without Spark, and parsing of jsonl / csv / parquet with Spark."""
+"""The files source: planning (read order, cap, hidden keys, the set of files read, new
+files in any name order, changed files) on both backends without Spark, and parsing of
+jsonl / csv / parquet with Spark."""
 
 from __future__ import annotations
 
 import io
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from sluice.protocol import plan_epoch, run_epoch
-from sluice.sources import RECORD_COLUMNS, FileBehindOffset, FilesOffset, FilesRange, FilesSource
-from sluice.sources.files import key_digest
+from sluice.sources import RECORD_COLUMNS, ChangedFiles, FilesOffset, FilesRange, FilesSource
 from sluice.spec import FilesSourceConfig
 
 from tests.fixtures.pipelines import Workspace, click_spec, runtime
@@ -21,20 +23,27 @@ SCHEMA = (("user", "string"), ("url", "string"), ("ts", "timestamp"), ("amount",
 LINE = b'{"user": "u1", "url": "/", "ts": "2026-01-01T00:00:01Z", "amount": 1.0}\n'
 
 
-def source(ws: Workspace, *, fmt: str = "jsonl", cap: int | None = None,
-           history: Any = lambda units_of: set(), header: bool = True) -> FilesSource:  # fmt: skip
+def source(ws: Workspace, *, fmt: str = "jsonl", cap: int | None = None, header: bool = True,
+           **options: Any) -> FilesSource:  # fmt: skip
     spec = FilesSourceConfig(path=ws.uri("in"), format=fmt, schema=SCHEMA,  # type: ignore[arg-type]
-                             max_files_per_epoch=cap, header=header)  # fmt: skip
-    return FilesSource(spec, ws.store("in"), required=("ts",), history=history)
+                             max_files_per_epoch=cap, header=header, **options)  # fmt: skip
+    planner: FilesSource = ws.files_source(spec, required=("ts",))
+    return planner
+
+
+def touch(ws: Workspace, key: str, seconds: int) -> None:
+    """Set a local file's modification time (S3 sets it on upload, to the second)."""
+    path = Path(ws.store("in").root, *key.split("/"))  # type: ignore[attr-defined]
+    os.utime(path, ns=(seconds * 10**9, seconds * 10**9))
 
 
 # -- planning (no Spark) --------------------------------------------------------------------
 
 
-def test_plans_in_key_order_with_the_per_epoch_cap(workspace: Workspace) -> None:
+def test_plans_in_name_order_with_the_per_epoch_cap(workspace: Workspace) -> None:
     workspace.put_files([(k, LINE) for k in ("c.jsonl", "a.jsonl", "d.jsonl", "b.jsonl",
                                              "sub/e.jsonl")])  # fmt: skip
-    src = source(workspace, cap=2)
+    src = source(workspace, cap=2, order="name")
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None
     assert first.files == ("a.jsonl", "b.jsonl")
@@ -45,6 +54,19 @@ def test_plans_in_key_order_with_the_per_epoch_cap(workspace: Workspace) -> None
     third = src.plan_range(second.end, None)
     assert third is not None and third.files == ("sub/e.jsonl",)
     assert src.plan_range(third.end, None) is None
+
+
+def test_plans_by_modification_time_then_name(local_workspace: Workspace) -> None:
+    ws = local_workspace
+    ws.put_files([(k, LINE) for k in ("a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl")])
+    for key, seconds in (("a.jsonl", 300), ("b.jsonl", 100), ("c.jsonl", 200), ("d.jsonl", 100)):
+        touch(ws, key, 1_800_000_000 + seconds)
+    src = source(ws, cap=3)
+    first = src.plan_range(src.initial_offset(), None)
+    assert first is not None and first.files == ("b.jsonl", "d.jsonl", "c.jsonl")
+    second = src.plan_range(first.end, None)
+    assert second is not None and second.files == ("a.jsonl",)
+    assert second.end.newest_modified_ns == (1_800_000_000 + 300) * 10**9
 
 
 def test_max_units_overrides_the_spec_cap(workspace: Workspace) -> None:
@@ -83,22 +105,23 @@ def test_hidden_keys_are_ignored(workspace: Workspace) -> None:
     assert rng is not None and rng.files == ("a.jsonl", "sub/ok.jsonl")
 
 
-def test_end_offset_counts_and_digests_what_was_read(workspace: Workspace) -> None:
+def test_the_end_offset_names_the_set_of_files_read(workspace: Workspace) -> None:
     workspace.put_files([(f"f{i}.jsonl", LINE) for i in range(5)])
     src = source(workspace, cap=2)
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None
     end = first.end
-    assert end == FilesOffset("f1.jsonl", 2, key_digest(["f0.jsonl", "f1.jsonl"]))
+    assert set(src.log.load(end.read)) == {"f0.jsonl", "f1.jsonl"}
+    assert end.read.files == 2 and end.read.base is not None and not end.read.deltas
     second = src.plan_range(end, None)
     assert second is not None
     end2 = second.end
-    assert end2.after_key == "f3.jsonl"
-    assert end2.files_consumed == 4
-    assert end2.consumed_digest == key_digest([f"f{i}.jsonl" for i in range(4)])
-    assert end2.consumed_digest == key_digest(["f3.jsonl", "f2.jsonl"], end.consumed_digest)
-    assert key_digest(["a", "b"]) == key_digest(["b", "a"]) != key_digest(["a"])
-    assert "f3.jsonl" in end2.describe() and "4" in end2.describe()
+    assert set(src.log.load(end2.read)) == {f"f{i}.jsonl" for i in range(4)}
+    assert end2.read.base == end.read.base and len(end2.read.deltas) == 1  # a delta over it
+    assert end2.describe() == "4 files read"
+    # the set's objects live in the checkpoint store, not among the input files
+    assert src.list_keys() == [f"f{i}.jsonl" for i in range(5)]
+    assert all(k.startswith("sources/in/files-read/") for k in end2.read.objects)
     # offsets and ranges survive their stored form
     assert FilesOffset.from_dict(end2.to_dict()) == end2
     assert src.decode_range(second.to_dict()) == second
@@ -106,56 +129,81 @@ def test_end_offset_counts_and_digests_what_was_read(workspace: Workspace) -> No
         FilesOffset.from_dict({"type": "kafka"})
 
 
-def test_new_file_behind_the_offset_is_an_error_naming_it(workspace: Workspace) -> None:
-    workspace.put_files([(k, LINE) for k in ("b.jsonl", "d.jsonl", "f.jsonl")])
-    read: set[str] = set()
-    src = source(workspace, cap=2, history=lambda units_of: set(read))
+def test_a_new_file_is_read_whatever_its_name_sorts_like(workspace: Workspace) -> None:
+    workspace.put_files([(k, LINE) for k in ("part-c1f2.jsonl", "part-f7a0.jsonl")])
+    src = source(workspace)
     first = src.plan_range(src.initial_offset(), None)
-    assert first is not None and first.files == ("b.jsonl", "d.jsonl")
-    read.update(first.files)
-    workspace.put_files([("a.jsonl", LINE), ("c.jsonl", LINE), ("g.jsonl", LINE)])
-    with pytest.raises(FileBehindOffset) as info:
-        src.plan_range(first.end, None)
-    assert info.value.files == ["a.jsonl", "c.jsonl"]
-    assert info.value.after_key == "d.jsonl"
-    message = str(info.value)
-    assert "a.jsonl" in message and "c.jsonl" in message and "'d.jsonl'" in message
-    assert "g.jsonl" not in message
+    assert first is not None and set(first.files) == {"part-c1f2.jsonl", "part-f7a0.jsonl"}
+    workspace.put_files([("part-0b9e.jsonl", LINE), ("part-zzzz.jsonl", LINE)])
+    second = src.plan_range(first.end, None)
+    assert second is not None and set(second.files) == {"part-0b9e.jsonl", "part-zzzz.jsonl"}
+    assert src.plan_range(second.end, None) is None
+    assert second.end.read.files == 4
 
 
 def test_deleting_already_read_files_is_accepted(workspace: Workspace) -> None:
     workspace.put_files([(f"f{i}.jsonl", LINE) for i in range(4)])
-    read: set[str] = set()
-    src = source(workspace, cap=2, history=lambda units_of: set(read))
+    src = source(workspace, cap=2)
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None
-    read.update(first.files)
     workspace.store("in").delete("f0.jsonl")
     second = src.plan_range(first.end, None)
     assert second is not None and second.files == ("f2.jsonl", "f3.jsonl")
-    assert second.behind == (1, key_digest(["f1.jsonl"]))
-    assert second.end.files_consumed == 3
-    assert second.end.consumed_digest == key_digest(["f1.jsonl", "f2.jsonl", "f3.jsonl"])
     assert FilesRange.from_dict(second.to_dict()) == second
-    # the next plan, from that end offset, sees no change behind it
     assert src.plan_range(second.end, None) is None
 
 
-def test_file_behind_offset_after_a_real_epoch(spark: Any, local_workspace: Workspace) -> None:
+def test_a_changed_file_is_reported_once_and_not_read_again(workspace: Workspace) -> None:
+    workspace.put_files([("a.jsonl", LINE), ("b.jsonl", LINE)])
+    src = source(workspace)
+    first = src.plan_range(src.initial_offset(), None)
+    assert first is not None and not first.changed
+    workspace.put_files([("a.jsonl", LINE * 2), ("c.jsonl", LINE)])  # a grows, c is new
+    second = src.plan_range(first.end, None)
+    assert second is not None and second.files == ("c.jsonl",)
+    (changed,) = second.changed
+    assert changed.key == "a.jsonl"
+    assert (changed.was.size, changed.now.size) == (len(LINE), 2 * len(LINE))
+    assert changed.reason().startswith("changed_file: the file changed after it was read")
+    assert FilesRange.from_dict(second.to_dict()) == second
+    assert src.plan_range(second.end, None) is None  # reported once
+    assert src.pending_units(second.end) == 0
+    # a change alone makes an epoch (its report), and changed_files: fail stops the plan
+    workspace.put_files([("b.jsonl", b"")])
+    third = src.plan_range(second.end, None)
+    assert third is not None and third.files == () and [c.key for c in third.changed] == ["b.jsonl"]
+    with pytest.raises(ChangedFiles, match=r"b\.jsonl"):
+        source(workspace, changed_files="fail").plan_range(second.end, None)
+
+
+def test_an_offset_stored_before_sets_reads_as_its_key_order(workspace: Workspace) -> None:
+    workspace.put_files([(k, LINE) for k in ("a.jsonl", "b.jsonl", "c.jsonl", "d.jsonl")])
+    legacy = {"type": "files", "after_key": "b.jsonl", "files_consumed": 2,
+              "consumed_digest": "0" * 64}  # fmt: skip
+    src = source(workspace)
+    start = src.decode_offset(legacy)
+    assert start == FilesOffset(after_key="b.jsonl")
+    rng = src.plan_range(start, None)
+    assert rng is not None and rng.files == ("c.jsonl", "d.jsonl")
+    assert rng.end.after_key == "b.jsonl" and rng.end.read.files == 2
+    old_range = {"type": "files", "start": legacy, "files": ["c.jsonl"], "behind": None}
+    assert src.decode_range(old_range).end == FilesOffset(after_key="c.jsonl")
+
+
+def test_new_files_land_between_epochs_of_a_real_pipeline(
+    spark: Any, local_workspace: Workspace
+) -> None:
     local_workspace.put_files([("clicks-2.jsonl", LINE), ("clicks-3.jsonl", LINE)])
     spec = click_spec(local_workspace)
     outcome = run_epoch(runtime(spec), spark)
     assert outcome is not None and outcome.checkpoint.epoch == 1
     local_workspace.put_files([("clicks-1.jsonl", LINE), ("clicks-4.jsonl", LINE)])
-    with pytest.raises(FileBehindOffset) as info:
-        plan_epoch(runtime(spec))
-    assert info.value.files == ["clicks-1.jsonl"]
-    assert "clicks-1.jsonl" in str(info.value) and "clicks-4.jsonl" not in str(info.value)
-    # removing the stray file lets the pipeline continue; deleting a read file is fine too
-    local_workspace.store("in").delete("clicks-1.jsonl")
-    local_workspace.store("in").delete("clicks-2.jsonl")
     plan = plan_epoch(runtime(spec))
-    assert plan is not None and plan.source_range["files"] == ["clicks-4.jsonl"]
+    assert plan is not None and sorted(plan.source_range["files"]) == [
+        "clicks-1.jsonl", "clicks-4.jsonl"]  # fmt: skip
+    # deleting a read file changes nothing
+    local_workspace.store("in").delete("clicks-2.jsonl")
+    assert plan_epoch(runtime(spec)) == plan  # the stored plan, reused
 
 
 # -- parsing (Spark) ------------------------------------------------------------------------
@@ -224,7 +272,7 @@ def test_jsonl_crlf_lines_and_positions_across_files(spark: Any, workspace: Work
         b'{"user": "u2", "url": "/", "ts": "2026-01-01T00:00:02Z", "amount": 2}\r\n'
     )
     workspace.put_files([("b.jsonl", crlf), ("a.jsonl", LINE)])
-    rows = read_all(spark, source(workspace))
+    rows = read_all(spark, source(workspace, order="name"))  # b lands first, a reads first
     assert [(r["_file"], r["_major"], r["_line"]) for r in rows] == [
         ("a.jsonl", 0, 1), ("b.jsonl", 1, 1), ("b.jsonl", 1, 3)]  # fmt: skip
     assert all(r["_error"] is None for r in rows)
@@ -319,7 +367,7 @@ def test_parquet_row_positions_and_codes(spark: Any, workspace: Workspace) -> No
         "amount": [4.5, 5.0],
     })  # fmt: skip
     workspace.put_files([("b.parquet", parquet_bytes(second)), ("a.parquet", parquet_bytes(first))])
-    rows = read_all(spark, source(workspace, fmt="parquet"))
+    rows = read_all(spark, source(workspace, fmt="parquet", order="name"))  # b lands first
     got = [(r["_file"], r["_major"], r["_line"], r["user"], code(r)) for r in rows]
     assert got == [
         ("a.parquet", 0, 1, "u1", None),

@@ -117,7 +117,8 @@ STILL_DEAD = [
 
 def _source(ws: Workspace, fmt: str = "jsonl", schema: Any = SCHEMA) -> FilesSource:
     spec = FilesSourceConfig(path=ws.uri("in"), format=fmt, schema=schema, header=False)  # type: ignore[arg-type]
-    return FilesSource(spec, ws.store("in"), required=("ts",))
+    planner: FilesSource = ws.files_source(spec, required=("ts",))
+    return planner
 
 
 def _read(spark: Any, src: FilesSource) -> dict[tuple[str, int], dict[str, Any]]:

@@ -14,11 +14,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sluice.contracts import layout
-from sluice.contracts.records import RetiredMark
 from sluice.protocol import plan_epoch
-from sluice.sources import RECORD_COLUMNS, FileBehindOffset, FilesOffset, FilesRange, FilesSource
-from sluice.sources.multi import MultiOffset, MultiRange, MultiSource, side_history
+from sluice.sources import RECORD_COLUMNS, FilesOffset, FilesRange, FilesSource
+from sluice.sources.multi import MultiOffset, MultiRange, MultiSource
 from sluice.sources.nexmark import NexmarkOffset, NexmarkRange, NexmarkSource, nexmark_source_spec
 from sluice.spec import FilesSourceConfig, PipelineSpec
 from sluice.spec.model import EventTimeSpec, JoinSide, JoinSpec
@@ -43,17 +41,14 @@ def files_config(ws: Workspace, side: str, schema: Any, **options: Any) -> Files
     return FilesSourceConfig(path=ws.uri(side), schema=schema, **{"format": "jsonl", **options})
 
 
-def files_multi(
-    ws: Workspace, history: Any = lambda units_of: set(), **options: Any
-) -> MultiSource:
+def files_multi(ws: Workspace, **options: Any) -> MultiSource:
     """persons (event time ts) and auctions (date_time) as files under ``persons/`` and
-    ``auctions/``; ``history``: each side's (FilesSource's) history."""
+    ``auctions/``, each side's sets of files read under ``ckpt/sources/<side>/``."""
     sides = {"persons": (PERSONS, "ts"), "auctions": (AUCTIONS, "date_time")}
     sources: dict[str, Any] = {
-        name: FilesSource(files_config(ws, name, schema, **options), ws.store(name),
-                          required=(time,), history=history)
+        name: ws.files_source(files_config(ws, name, schema, **options), name, required=(time,))
         for name, (schema, time) in sides.items()
-    }  # fmt: skip
+    }
     return MultiSource(sources, {"persons": PERSONS, "auctions": AUCTIONS})
 
 
@@ -123,8 +118,10 @@ def test_a_side_with_nothing_new_has_an_empty_slice(local_workspace: Workspace) 
     src = files_multi(ws)
     first = src.plan_range(src.initial_offset(), 1)
     assert first is not None
-    assert first.part("persons") == FilesRange(FilesOffset(), ("p1.jsonl",))
-    assert first.part("auctions") == FilesRange(FilesOffset(), ("a1.jsonl",))
+    for name, files in (("persons", ("p1.jsonl",)), ("auctions", ("a1.jsonl",))):
+        part = first.part(name)
+        assert isinstance(part, FilesRange)
+        assert (part.start, part.files, part.end.read.files) == (FilesOffset(), files, 1)
     second = src.plan_range(first.end, 1)
     assert second is not None and second.start == first.end
     assert second.part("persons") is None
@@ -217,9 +214,7 @@ def test_order_counts_units_and_location() -> None:
 
 
 def test_mixed_units_are_units(local_workspace: Workspace) -> None:
-    files = FilesSource(
-        files_config(local_workspace, "persons", PERSONS), local_workspace.store("persons")
-    )
+    files = local_workspace.files_source(files_config(local_workspace, "persons", PERSONS))
     events = NexmarkSource(nexmark_source_spec("auction"))
     src = MultiSource({"persons": files, "auctions": events}, {"persons": PERSONS,
                       "auctions": events.config.schema})  # fmt: skip
@@ -250,22 +245,25 @@ def test_units_and_missing_input_name_their_source(local_workspace: Workspace) -
     assert isinstance(skipping, MultiSource) and list(skipping.sources) == ["persons", "auctions"]
 
 
-def test_side_history_reads_its_own_slice_and_its_marks() -> None:
-    ranges = [
-        {"type": "multi", "sources": {"persons": {"files": ["a", "b"]}, "auctions": None}},
-        {"type": "multi", "sources": {"persons": None, "auctions": {"files": ["c"]}}},
-        {"type": "files", "files": ["z"]},  # not a multi range: nobody's
-    ]
-    marks = {"persons:m", "auctions:n", "persons:x:y"}
-
-    def planned(units_of: Any) -> set[str]:  # Repository.planned_files over ``ranges``
-        return {u for r in ranges for u in units_of(r)} | marks
-
-    def files_of(data: dict[str, Any]) -> list[str]:
-        return list(data["files"])
-
-    assert side_history(planned, "persons")(files_of) == {"a", "b", "m", "x:y"}
-    assert side_history(planned, "auctions")(files_of) == {"c", "n"}
+def test_each_side_keeps_its_own_set_and_forgets_only_what_no_kept_offset_names(
+    local_workspace: Workspace,
+) -> None:
+    ws = local_workspace
+    ws.put_files([("a.jsonl", person(1))], "persons")
+    ws.put_files([("a.jsonl", auction(1, 1))], "auctions")
+    src = files_multi(ws)
+    first = src.planning(1).plan_range(src.initial_offset(), None)
+    assert first is not None
+    ws.put_files([("b.jsonl", person(2))], "persons")
+    second = src.planning(2).plan_range(first.end, None)
+    assert second is not None and second.part("auctions") is None
+    store = ws.store("ckpt")
+    objects = sorted(i.key for i in store.list("sources/"))
+    assert [k.split("/")[1] for k in objects] == ["auctions", "persons", "persons"]
+    kept = [stored(second.end.to_dict())]
+    assert src.forget(kept, through=2) == 0  # the persons delta builds on its base
+    assert src.forget([{"type": "multi", "sources": {}}], through=1) == 2
+    assert [k.split("/")[1] for k in sorted(i.key for i in store.list("sources/"))] == ["persons"]
 
 
 def join_spec(ws: Workspace) -> PipelineSpec:
@@ -296,9 +294,7 @@ def test_a_join_pipeline_opens_each_side_as_its_own_source(local_workspace: Work
     assert src.schemas == {"persons": PERSONS, "auctions": AUCTIONS}
 
 
-def test_history_knows_each_sides_read_files_also_after_retention(
-    local_workspace: Workspace,
-) -> None:
+def test_a_file_one_side_read_is_new_to_the_other(local_workspace: Workspace) -> None:
     ws = local_workspace
     ws.put_files([("a.jsonl", person(1)), ("c.jsonl", person(3))], "persons")
     ws.put_files([("a.jsonl", auction(1, 1)), ("b.jsonl", auction(2, 1))], "auctions")
@@ -306,24 +302,16 @@ def test_history_knows_each_sides_read_files_also_after_retention(
     plan = plan_epoch(rt)
     assert plan is not None
     end = rt.source.decode_offset(plan.end_offset)
-    # a file every side read is deleted (input retention): the files behind each offset
-    # changed, and the history must know the rest were read
+    # deleting files a side read changes nothing
     ws.store("persons").delete("a.jsonl")
     ws.store("auctions").delete("a.jsonl")
     assert rt.source.plan_range(end, None) is None
-    # b.jsonl was read by auctions, never by persons: behind persons' offset it is new
+    # b.jsonl was read by auctions, never by persons: it is new there, and read
     ws.put_files([("b.jsonl", person(2))], "persons")
-    with pytest.raises(FileBehindOffset) as caught:
-        rt.source.plan_range(end, None)
-    assert caught.value.files == ["b.jsonl"]
-    ws.store("persons").delete("b.jsonl")
-    # once the plan is retired, its files are known from the retention mark alone
-    files = rt.source.units_of(plan.source_range)
-    rt.repo.put_retired_mark(RetiredMark(below=2, created_at=0.0, files=files))
-    rt.repo.store.delete(layout.plan_key(1))
-    assert rt.repo.plan(1) is None
-    ws.store("persons").delete("c.jsonl")
-    assert rt.source.plan_range(end, None) is None
+    rng = rt.source.plan_range(end, None)
+    assert rng is not None and rng.part("auctions") is None
+    persons = rng.part("persons")
+    assert isinstance(persons, FilesRange) and persons.files == ("b.jsonl",)
 
 
 # -- reads (Spark) --------------------------------------------------------------------------
@@ -406,10 +394,10 @@ def test_side_hints_come_from_each_sides_footers(spark: Any, local_workspace: Wo
     ws.put_files([("p1.parquet", first), ("p2.parquet", second)], "persons")
     ws.put_files([("a1.jsonl", auction(1, 1))], "auctions")
     sources: dict[str, Any] = {
-        "persons": FilesSource(files_config(ws, "persons", PERSONS, format="parquet"),
-                               ws.store("persons"), required=("ts",)),
-        "auctions": FilesSource(files_config(ws, "auctions", AUCTIONS), ws.store("auctions"),
-                                required=("date_time",)),
+        "persons": ws.files_source(files_config(ws, "persons", PERSONS, format="parquet"),
+                                   "persons", required=("ts",)),
+        "auctions": ws.files_source(files_config(ws, "auctions", AUCTIONS), "auctions",
+                                    required=("date_time",)),
     }  # fmt: skip
     src = MultiSource(sources, {"persons": PERSONS, "auctions": AUCTIONS})
     rng = src.plan_range(src.initial_offset(), None)

@@ -198,6 +198,37 @@ def test_list_filters_by_string_prefix(store: ObjectStore) -> None:
     assert keys(store, "missing/") == []
 
 
+def test_list_from_a_start_key_gives_only_the_keys_after_it(store: ObjectStore) -> None:
+    names = ["dt=2026-12-06/h=23/a", "dt=2026-12-07/h=07/b", "dt=2026-12-07/h=08/c",
+             "dt=2026-12-07/h=08/d/e", "dt=2026-12-07/h=09/f", "dt=2026-12-08/g", "z"]  # fmt: skip
+    for key in names:
+        store.put(key, b"1")
+
+    # a start key that is no folder's own path: SeaweedFS takes "dt=2026-12-07/h=08" as "after
+    # that folder" (it walks folders); S3 compares keys (sluice.sources.file_listing)
+    assert keys_after(store, "", "dt=2026-12-07/h=07\U0010ffff") == names[2:]
+    assert keys_after(store, "", "dt=2026-12-07/h=08/c") == names[3:]
+    assert keys_after(store, "dt=2026-12-07/", "dt=2026-12-07/h=07/b") == names[2:5]
+    assert keys_after(store, "", "zz") == []
+    assert keys_after(store, "", "") == names
+
+
+def test_listed_objects_carry_their_modification_time(store: ObjectStore) -> None:
+    import time
+
+    before = time.time_ns() - 5_000_000_000  # the server's clock may differ a little
+    store.put("a/b", b"12345")
+    (info,) = store.list()
+    assert info.size == 5
+    assert before <= info.modified_ns <= time.time_ns() + 5_000_000_000
+    if not isinstance(store, LocalObjectStore):
+        assert info.etag == "827ccb0eea8a706c4c34a16891f84e7b"  # MD5 of "12345", unquoted
+
+
+def keys_after(store: ObjectStore, prefix: str, start_after: str) -> list[str]:
+    return [info.key for info in store.list(prefix, start_after=start_after)]
+
+
 def test_list_of_an_empty_store_is_empty(store: ObjectStore) -> None:
     assert store.list() == []
 

@@ -17,6 +17,7 @@ __all__ = [
     "retired_key",
     "savepoint_key",
     "sinks_committed_key",
+    "source_folder",
     "state_prefix",
 ]
 
@@ -26,6 +27,8 @@ RETIRED = "retired/"
 # copies of database lookup tables taken at plan time (docs/joins.md), by lookup name
 LOOKUPS = "lookups/"
 SAVEPOINTS = "savepoints/"
+# what a source keeps for itself (a files source: its sets of files read), by source name
+SOURCES = "sources/"
 # The last refused run request (kept for operators: the monitor shows it).
 LAST_REFUSAL = "refusals/last.json"
 _EPOCH_KEY = re.compile(r"^epochs/(\d{12})/")
@@ -82,6 +85,12 @@ def retired_key(below: int) -> str:
 def retired_of(key: str) -> int | None:
     match = _RETIRED_KEY.match(key)
     return int(match.group(1)) if match else None
+
+
+def source_folder(name: str) -> str:
+    """Where source ``name`` keeps its own objects (a single-source pipeline's is
+    ``source``, a join's sides are named in the spec)."""
+    return f"{SOURCES}{name}/"
 
 
 def savepoint_key(name: str) -> str:

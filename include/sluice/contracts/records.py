@@ -759,8 +759,8 @@ class RetiredMark:
     """``retired/<below>.json``: every epoch below ``below`` is retired (its documents may be
     deleted, and no attempt may commit it any more) unless a savepoint points to it.
 
-    ``files`` keeps what the retired plans of a files source read, so the check for files
-    appearing behind the offset still knows them once those plans are gone.
+    ``files``: what the retired plans of a files source read, kept by marks written before
+    a files source held the set of files it read in its offsets (read, never written now).
     """
 
     below: int
@@ -768,7 +768,8 @@ class RetiredMark:
     files: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"below": self.below, "created_at": self.created_at, "files": list(self.files)}
+        found: dict[str, Any] = {"below": self.below, "created_at": self.created_at}
+        return found | ({"files": list(self.files)} if self.files else {})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RetiredMark:

@@ -163,6 +163,20 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         Default: nothing to remember."""
         return ()
 
+    def planning(self, epoch: int) -> Source[OffsetT, RangeT]:
+        """This source, planning epoch ``epoch``: a source that stores objects of its own when
+        it plans (the files source: its set of files read) names them by that epoch, so
+        :meth:`forget` can tell them from what a plan still being written needs. Default:
+        the source itself."""
+        return self
+
+    def forget(self, kept: list[dict[str, Any]], through: int) -> int:
+        """Retention: delete what plans of epochs up to ``through`` stored for this source
+        that none of the ``kept`` offsets (as stored: the end of every checkpoint and
+        savepoint kept, the start and end of the plan not yet committed) still needs; returns
+        how many objects were deleted. Default: nothing is stored, 0."""
+        return 0
+
     def skipping_missing_input(self) -> Source[OffsetT, RangeT]:
         """This source told to plan past input it no longer has, from what is left (a run
         request said ``on_missing_offsets: earliest``), recording the gap in the range.

@@ -134,6 +134,7 @@ def _new_plan(
     if start is None:
         start = rt.source.decode_offset(latest.end_offset) if latest else rt.source.initial_offset()
     source = rt.source.skipping_missing_input() if caps.skip_missing else rt.source
+    source = source.planning(epoch)
     try:
         rng = source.plan_range(start, caps.units, caps.records)
     except UnreadableFileNames as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from sluice.contracts import layout
@@ -237,20 +236,6 @@ class Repository:
     def latest_checkpoint(self) -> Checkpoint | None:
         epoch = self.latest_epoch()
         return self.checkpoint(epoch) if epoch else None
-
-    def planned_files(self, units_of: Callable[[dict[str, Any]], Iterable[str]]) -> set[str]:
-        """Every input unit any stored plan covers (``units_of`` reads them out of a stored
-        range: only the source knows its shape), and those of retired plans (kept by the
-        retention mark): used to name files that appear behind the offset."""
-        seen: set[str] = set()
-        for epoch in self.epochs():
-            plan = self.plan(epoch)
-            if plan is not None:
-                seen.update(units_of(plan.source_range))
-        mark = self.retired_mark()
-        if mark is not None:
-            seen.update(mark.files)
-        return seen
 
     def _read(self, key: str, kind: str) -> dict[str, Any] | None:
         try:

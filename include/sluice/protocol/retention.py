@@ -5,8 +5,9 @@ Retention runs at the end of every commit (after the sinks-committed marker), in
 that finished the commit. With ``L`` the epoch just committed and ``R`` = ``retained``, every
 epoch below ``F = L - R + 1`` is retired:
 
-1. collect the input files the plans below ``F`` read (a files source checks new files behind
-   its offset against them), together with what older marks kept;
+1. hand the source the input no restorable checkpoint can replay any more (a files source's
+   ``clean_source``: :mod:`sluice.protocol.release`), keeping aside the input of the plans
+   about to be deleted that a savepoint may still replay;
 2. write the mark ``retired/<F>.json`` (put-if-absent; the highest mark counts, so two
    concurrent passes cannot lower it) — **from here on, no attempt may commit an epoch below
    F**: :func:`sluice.protocol.commit.write_checkpoint` reads the mark after its own
@@ -16,7 +17,9 @@ epoch below ``F = L - R + 1`` is retired:
    (``abort_others``), its state parts that no kept checkpoint reads (a kept checkpoint's
    base and deltas may be older than ``F``: sluice.state), each part's folder whole (hidden
    files too), then its documents (plan, attempts, checkpoint, marker), the checkpoint last;
-4. delete the database lookup table copies no kept plan pins (:mod:`sluice.protocol.lookups`);
+4. delete the database lookup table copies no kept plan pins (:mod:`sluice.protocol.lookups`),
+   and what the source stored at plan time that no kept offset names (its sets of files
+   read: ``Source.forget``);
 5. delete the marks lower than ``F``.
 
 Never deleted: the latest checkpoint (``R >= 1``), the ``R - 1`` before it (so the next epoch,
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sluice.contracts import layout
 from sluice.contracts.records import Checkpoint, RetiredMark, Savepoint
@@ -67,8 +71,7 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
         return report
     listed = rt.repo.epochs(include_retired=True)
     if below > report.below:
-        files = _retired_files(rt, listed, below)
-        rt.repo.put_retired_mark(RetiredMark(below, rt.clock(), tuple(sorted(files))))
+        rt.repo.put_retired_mark(RetiredMark(below, rt.clock()))
         report.below = below
         rt.faults.hit("retention.after_mark", latest)
     below = report.below
@@ -104,6 +107,7 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
             report.objects_deleted += _delete_state(rt, folder)
     if any(lookup.table_type == "postgres" for lookup in rt.spec.lookup):
         report.objects_deleted += _delete_stale_copies(rt, below, latest, checkpoints)
+    report.objects_deleted += rt.source.forget(_kept_offsets(rt, latest, checkpoints), latest)
     for mark in rt.repo.retired_marks():
         if mark < below:
             rt.repo.delete_retired_mark(mark)
@@ -129,6 +133,20 @@ def _delete_stale_copies(
     for key in doomed:
         rt.repo.store.delete(key)
     return len(doomed)
+
+
+def _kept_offsets(
+    rt: Runtime, latest: int, checkpoints: Mapping[int, Checkpoint | None]
+) -> list[dict[str, Any]]:
+    """The stored offsets a kept checkpoint, savepoint or the plan not yet committed may
+    start from: what the source may still need of what it stored (``Source.forget``)."""
+    kept = [c.end_offset for c in checkpoints.values() if c is not None]
+    unread = sorted({e for e, c in checkpoints.items() if c is None} | {latest + 1})
+    for epoch in unread:
+        plan = rt.repo.plan(epoch)
+        if plan is not None:
+            kept += [plan.start_offset, plan.end_offset]
+    return kept
 
 
 def _referenced_parts(rt: Runtime, checkpoints: Iterable[Checkpoint | None]) -> set[str]:
@@ -160,24 +178,6 @@ def _delete_state(rt: Runtime, folder: str) -> int:
         rt.repo.store.delete(folder)
         return 1
     return rt.repo.store.delete_prefix(folder)
-
-
-def _retired_files(rt: Runtime, listed: dict[int, set[str]], below: int) -> set[str]:
-    """Input files read by the plans about to be retired, plus every existing mark's.
-
-    Plans are read before the marks are listed: a concurrent pass that deleted some of these
-    plans wrote its mark (holding their files) before deleting them, so it is listed here.
-    """
-    files: set[str] = set()
-    for epoch in sorted(e for e in listed if e < below):
-        plan = rt.repo.plan(epoch)
-        if plan is not None:
-            files.update(rt.source.units_of(plan.source_range))
-    for mark_below in rt.repo.retired_marks():
-        mark = rt.repo.retired_mark(mark_below)
-        if mark is not None:
-            files.update(mark.files)
-    return files
 
 
 def _delete_epoch_documents(rt: Runtime, epoch: int, names: set[str]) -> int:

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.sources import RECORD_COLUMNS, Offset, Source, SourceRange
-from sluice.sources.exceptions import FileBehindOffset, SourceError, UnreadableFileNames
+from sluice.sources.exceptions import ChangedFiles, SourceError, UnreadableFileNames
 from sluice.sources.files import FilesOffset, FilesRange, FilesSource
 
 if TYPE_CHECKING:
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECORD_COLUMNS",
-    "FileBehindOffset",
+    "ChangedFiles",
     "FilesOffset",
     "FilesRange",
     "FilesSource",

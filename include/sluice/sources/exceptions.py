@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sluice.exceptions import SluiceError
 from sluice.words import count
 
 __all__ = [
-    "FileBehindOffset",
+    "ChangedFiles",
     "KafkaOffsetsGone",
     "KafkaSourceError",
     "PlannedFilesGone",
@@ -24,18 +26,22 @@ class SourceError(SluiceError):
         self.source = source
 
 
-class FileBehindOffset(SourceError):
-    """New input files sort at or before the committed offset: reading them would break the
-    key order that offsets rely on, and skipping them would lose data."""
+class ChangedFiles(SourceError):
+    """Files read before have changed since (same name, other size or content) and the
+    source says ``changed_files: fail``: the epoch is not planned."""
 
-    def __init__(self, source: str, files: list[str], after_key: str) -> None:
-        self.files = files
-        self.after_key = after_key
-        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    def __init__(self, source: str, changed: list[Any]) -> None:
+        self.changed = changed
+        shown = "; ".join(
+            f"{shown_key(c.key)} (was {c.was.describe()}, now {c.now.describe()})"
+            for c in changed[:5]
+        )
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
         super().__init__(
-            f"{source}: new file(s) {shown} sort at or before the committed offset "
-            f"{after_key!r}; they were never read and will not be skipped silently. Give them "
-            "keys that sort after it (e.g. a later timestamp prefix), or remove them.",
+            f"{source}: {len(changed)} file(s) changed after they were read: {shown}{more}. "
+            "A file is read once; with changed_files: fail the next epoch is not planned "
+            "until they are put back or removed (changed_files: report reports each as a "
+            "dead letter and goes on)",
             source=source,
         )
 

@@ -1,121 +1,58 @@
-"""The ``files`` source: JSON lines / CSV / Parquet objects under a local or S3 prefix.
+"""The ``files`` source: JSON lines, CSV, Parquet, Avro or ORC objects under a local or S3
+prefix, read exactly once each, whatever their names and whenever they land.
 
-Offsets are positions in the key order of the objects: an epoch reads the next files whose
-keys sort after the committed ``after_key``. By default the source is one partition ordered
-by ``(file key, line)``. With ``partition_by: directory`` every first-level folder is a
-partition, and files are read in the order (name inside the partition, partition), so
-time-named files of several partitions interleave as concurrent streams do. A new file that
-sorts at or before the committed offset
-is an error (:class:`FileBehindOffset`), never skipped silently.
+An epoch's plan is the files listed now minus the files already read (the offsets hold that
+set, stored compactly: :mod:`sluice.sources.files_read`), in a deterministic order: by
+modification time, then name (``order: modified``, the default), or by name
+(``order: name``; with ``partition_by: directory`` the name inside the partition, then the
+partition, so time-named files of several partitions interleave). The plan stores its exact
+file list, so a retry reads the same files. A file that changes after it was read (same name,
+other size or content) is not read again: it is reported as a ``changed_file`` dead letter
+(``changed_files: report``) or stops the plan (``fail``).
+
+What a plan lists is bounded by the spec: ``include`` / ``exclude`` patterns, a time
+``layout`` (only the recent partitions are listed; :mod:`sluice.sources.file_listing`), and
+``max_file_age`` (files older than that before the newest file read are not read, and leave
+the set). docs/files-source-and-sink.md has the whole picture.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
+import copy
 import re
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.sources import Offset, Source, SourceRange
+from sluice.contracts.sources import Source, SourceRange
 from sluice.jvm.context import context_cache
-from sluice.sources.exceptions import FileBehindOffset, PlannedFilesGone, UnreadableFileNames
+from sluice.sources.exceptions import ChangedFiles, PlannedFilesGone, UnreadableFileNames
+from sluice.sources.file_listing import FileFilter
+from sluice.sources.files_offsets import ChangedFile, FilesOffset, FilesRange
+from sluice.sources.files_read import FileEntry, ReadLog, entry_of
 from sluice.spec.components.files_source import FilesSourceConfig
-from sluice.storage import ObjectStore, key_problem, to_spark_uri
+from sluice.storage import ObjectInfo, ObjectStore, key_problem, to_spark_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["FilesOffset", "FilesRange", "FilesSource", "key_digest"]
-
-_EMPTY_DIGEST = "0" * 64
-
-
-def key_digest(keys: Iterable[str], start: str = _EMPTY_DIGEST) -> str:
-    """Order-free digest of a set of keys (XOR of their SHA-256), updatable incrementally."""
-    value = int(start, 16)
-    for key in keys:
-        # a local name that is not UTF-8 digests as its bytes (it is refused when planned)
-        raw = key.encode("utf-8", "surrogateescape")
-        value ^= int.from_bytes(hashlib.sha256(raw).digest(), "big")
-    return f"{value:064x}"
+__all__ = ["FilesOffset", "FilesRange", "FilesSource"]
 
 
 @dataclass(frozen=True)
-class FilesOffset(Offset):
-    """Every file whose key sorts at or before ``after_key`` has been read.
+class Survey:
+    """What a listing holds beyond an offset: the files read (loaded), the new files in read
+    order, and the files found changed since they were read."""
 
-    ``files_consumed`` and ``consumed_digest`` describe that set so a planner can tell,
-    cheaply, whether a file has since appeared behind the offset.
-    """
-
-    after_key: str | None = None
-    files_consumed: int = 0
-    consumed_digest: str = _EMPTY_DIGEST
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "files",
-            "after_key": self.after_key,
-            "files_consumed": self.files_consumed,
-            "consumed_digest": self.consumed_digest,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FilesOffset:
-        if data.get("type") != "files":
-            raise ValueError(f"not a files offset: {data!r}")
-        return cls(data["after_key"], int(data["files_consumed"]), data["consumed_digest"])
-
-    def describe(self) -> str:
-        return f"{self.after_key} (#{self.files_consumed})" if self.after_key else "-"
-
-
-@dataclass(frozen=True)
-class FilesRange(SourceRange):
-    """The files one epoch reads, in key order, and the offset it starts from."""
-
-    start: FilesOffset
-    files: tuple[str, ...]
-    behind: tuple[int, str] | None = None  # (count, digest) of files behind start, if changed
-    waiting: tuple[str, ...] = ()  # partitions with files listed after this range
-
-    @property
-    def end(self) -> FilesOffset:
-        count, digest = self.behind or (self.start.files_consumed, self.start.consumed_digest)
-        return FilesOffset(self.files[-1], count + len(self.files), key_digest(self.files, digest))
-
-    @property
-    def units(self) -> int:
-        return len(self.files)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "files",
-            "start": self.start.to_dict(),
-            "files": list(self.files),
-            "behind": list(self.behind) if self.behind else None,
-            **({"waiting": list(self.waiting)} if self.waiting else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FilesRange:
-        behind = data.get("behind")
-        return cls(
-            FilesOffset.from_dict(data["start"]),
-            tuple(data["files"]),
-            (int(behind[0]), str(behind[1])) if behind else None,
-            tuple(str(p) for p in data.get("waiting", ())),
-        )
+    read: dict[str, FileEntry]
+    new: list[ObjectInfo]
+    changed: list[ChangedFile]
 
 
 class FilesSource(Source[FilesOffset, FilesRange]):
     """Files under ``config.path``; hidden names (``_x`` / ``.x`` segments) are ignored.
 
-    ``history`` returns every file key earlier epochs planned, given how to read the keys out
-    of a stored range (:meth:`units_of`: the protocol never looks inside a range); it is only
-    consulted when the cheap count/digest check says the files behind the offset changed.
+    ``log`` stores the sets of files read (the pipeline's checkpoint store, under the
+    source's folder); :meth:`planning` names what a plan writes there by its epoch.
     """
 
     offset_type = FilesOffset
@@ -126,17 +63,17 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         config: FilesSourceConfig,
         store: ObjectStore,
         *,
+        log: ReadLog,
         required: tuple[str, ...] = (),
         read: tuple[str, ...] | None = None,
-        history: Callable[[Callable[[dict[str, Any]], Iterable[str]]], set[str]] = (
-            lambda _units: set()
-        ),
     ) -> None:
         self.config = config
         self.store = store
+        self.log = log
         self.required = required
         self.read_columns = read  # the schema columns the pipeline reads (None: all: parsing)
-        self.history = history
+        self.filter = FileFilter(config)
+        self.epoch = 0  # the epoch being planned (planning())
         self._footers: dict[tuple[str, ...], list[Any]] = {}  # the last range's (read once)
 
     @property
@@ -146,50 +83,127 @@ class FilesSource(Source[FilesOffset, FilesRange]):
     def initial_offset(self) -> FilesOffset:
         return FilesOffset()
 
+    def planning(self, epoch: int) -> FilesSource:
+        planner = copy.copy(self)
+        planner.epoch = epoch
+        return planner
+
     def list_keys(self) -> list[str]:
-        return [i.key for i in self.store.list() if not _hidden(i.key)]
+        """Every file the source would read, read or not (the listing, filtered)."""
+        return [i.key for i in self.filter.listing(self.store, None)]
+
+    # -- planning -----------------------------------------------------------------------
 
     def plan_range(
-        self, start: Offset, max_units: int | None, max_records: int | None = None
+        self, start: FilesOffset, max_units: int | None, max_records: int | None = None
     ) -> FilesRange | None:
-        assert isinstance(start, FilesOffset)
-        keys = sorted(self.list_keys(), key=self.order)
-        after = None if start.after_key is None else self.order(start.after_key)
-        behind = [k for k in keys if after is not None and self.order(k) <= after]
-        changed = self._check_behind(start, behind)
-        unread = [k for k in keys if after is None or self.order(k) > after]
-        fresh = unread
+        survey = self.survey(start)
+        fresh = survey.new
         limit = max_units or self.config.max_files_per_epoch
         if limit:
             fresh = fresh[:limit]
-        self._check_names(fresh)
-        if max_records is not None:
+        self._check_names([i.key for i in fresh])
+        if max_records is not None and fresh:
             fresh = self._cap_records(fresh, max_records)
-        if not fresh:
+        if survey.changed and self.config.changed_files == "fail":
+            raise ChangedFiles(self.store.uri(), survey.changed)
+        if not fresh and not survey.changed:
             return None
         waiting: tuple[str, ...] = ()
         if self.config.partition_by == "directory":
-            waiting = tuple(sorted({k.split("/", 1)[0] for k in unread[len(fresh) :] if "/" in k}))
-        return FilesRange(start, tuple(fresh), changed, waiting)
+            left = survey.new[len(fresh) :]
+            waiting = tuple(sorted({i.key.split("/", 1)[0] for i in left if "/" in i.key}))
+        end = self._end(start, survey, fresh)
+        keys = tuple(i.key for i in fresh)
+        return FilesRange(start, keys, end, tuple(survey.changed), waiting)
+
+    def survey(self, start: FilesOffset) -> Survey:
+        """The files listed now that ``start`` has not read, and those changed since."""
+        read = self.log.load(start.read)
+        age_cutoff = self._age_cutoff(start.newest_modified_ns)
+        lowest = self._lowest_time(start.newest_time)
+        new: list[ObjectInfo] = []
+        changed: list[ChangedFile] = []
+        for info in self.filter.listing(self.store, start.newest_time):
+            if self._below_floor(start, info.key):
+                continue
+            was = read.get(info.key)
+            if was is not None:
+                now = entry_of(info)
+                if not was.same_content(now):
+                    changed.append(ChangedFile(info.key, was, now))
+                continue
+            if age_cutoff is not None and info.modified_ns < age_cutoff:
+                continue  # older than max_file_age before the newest file read
+            if lowest is not None and (self._time_of(info.key) or 0) < lowest:
+                continue  # in a partition the layout no longer lists
+            new.append(info)
+        new.sort(key=self._read_order)
+        return Survey(read, new, sorted(changed, key=lambda c: c.key))
+
+    def _end(self, start: FilesOffset, survey: Survey, fresh: list[ObjectInfo]) -> FilesOffset:
+        """The offset once ``fresh`` is read: ``start``'s set plus ``fresh`` (and the changed
+        files as they are now), stored by this plan."""
+        newest = max([i.modified_ns for i in fresh], default=None)
+        if start.newest_modified_ns is not None:
+            newest = max(newest or 0, start.newest_modified_ns)
+        times = [t for i in fresh if (t := self._time_of(i.key)) is not None]
+        newest_time = max(
+            [*times, *([start.newest_time] if start.newest_time else [])], default=None
+        )
+        added = {i.key: entry_of(i) for i in fresh} | {c.key: c.now for c in survey.changed}
+        age_cutoff = self._age_cutoff(newest)
+        lowest = self._lowest_time(newest_time)
+
+        def keep(key: str, entry: FileEntry) -> bool:
+            if age_cutoff is not None and entry.modified_ns < age_cutoff:
+                return False
+            return lowest is None or (self._time_of(key) or 0) >= lowest
+
+        ref = self.log.write(self.epoch, start.read, survey.read, added, keep)
+        return FilesOffset(ref, start.after_key, newest, newest_time, start.events)
+
+    def _age_cutoff(self, newest: int | None) -> int | None:
+        age = self.config.max_file_age
+        return None if age is None or newest is None else newest - age * 1000
+
+    def _lowest_time(self, newest_time: int | None) -> int | None:
+        layout = self.filter.layout
+        return None if layout is None else layout.lowest(newest_time)
+
+    def _time_of(self, key: str) -> int | None:
+        layout = self.filter.layout
+        return None if layout is None else layout.time_of(key)
+
+    def _below_floor(self, start: FilesOffset, key: str) -> bool:
+        return start.after_key is not None and self.order(key) <= self.order(start.after_key)
+
+    def _read_order(self, info: ObjectInfo) -> tuple[Any, ...]:
+        if self.config.order == "name":
+            return self.order(info.key)
+        return (info.modified_ns, info.key.encode("utf-8", "surrogateescape"))
 
     unit_name = "files"
 
-    def pending_units(self, start: Offset) -> int | None:
-        assert isinstance(start, FilesOffset)
-        after = None if start.after_key is None else self.order(start.after_key)
-        return sum(1 for k in self.list_keys() if after is None or self.order(k) > after)
+    def pending_units(self, start: FilesOffset) -> int | None:
+        survey = self.survey(start)
+        return len(survey.new) + len(survey.changed)
 
     def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
         return tuple(range_data.get("files", ()))
 
-    def missing_units(self, rng: SourceRange) -> list[str]:
-        assert isinstance(rng, FilesRange)
-        existing = set(self.list_keys())
+    def missing_units(self, rng: FilesRange) -> list[str]:
+        if len(rng.files) <= 100:
+            return [k for k in rng.files if not self.store.exists(k)]
+        existing = {i.key for i in self.store.list()}
         return [k for k in rng.files if k not in existing]
 
-    def waiting_partitions(self, rng: SourceRange) -> tuple[str, ...]:
-        assert isinstance(rng, FilesRange)
+    def waiting_partitions(self, rng: FilesRange) -> tuple[str, ...]:
         return rng.waiting
+
+    def forget(self, kept: list[dict[str, Any]], through: int) -> int:
+        refs = [FilesOffset.from_dict(offset).read for offset in kept]
+        return self.log.forget(refs, through)
 
     def _check_names(self, keys: list[str]) -> None:
         """Raise :class:`UnreadableFileNames` for the keys no reader can open."""
@@ -198,21 +212,23 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             files, reasons = (list(t) for t in zip(*unreadable, strict=True))
             raise UnreadableFileNames(self.store.uri(), files, reasons)
 
-    def _cap_records(self, keys: list[str], max_records: int) -> list[str]:
-        """The longest prefix of ``keys`` holding at most ``max_records`` records (whole files
-        only, at least one). Counting reads each candidate file once, on the planner."""
-        taken: list[str] = []
+    def _cap_records(self, infos: list[ObjectInfo], max_records: int) -> list[ObjectInfo]:
+        """The longest prefix of ``infos`` holding at most ``max_records`` records (whole
+        files only, at least one). Counting reads each candidate file once, on the planner."""
+        taken: list[ObjectInfo] = []
         total = 0
-        for key in keys:
-            total += self.count_records(key)
+        for info in infos:
+            total += self.count_records(info.key)
             if taken and total > max_records:
                 break
-            taken.append(key)
+            taken.append(info)
         return taken
 
     def count_records(self, key: str) -> int:
         """Records in one file as the reader sees them: non-blank lines (minus a CSV header),
         or the Parquet row count from the footer."""
+        import io
+
         data = self.store.get(key)
         if self.config.format == "parquet":
             import pyarrow.parquet as pq  # Parquet sources only (DAG parsing never counts)
@@ -223,58 +239,68 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             lines -= 1
         return lines
 
-    def offset_from_user(self, data: dict[str, Any]) -> FilesOffset:
-        """``{"after_key": "<key>"}``: start after that file (``null``: from the beginning).
+    # -- offsets ------------------------------------------------------------------------
 
-        Count and digest are computed from the files now under the path, so a file added
-        behind the offset later is still caught.
-        """
+    def offset_from_user(self, data: dict[str, Any]) -> FilesOffset:
+        """``{"after_key": "<key>"}``: every file whose key sorts at or before it counts as
+        read, and nothing else (``null``: from the beginning). A stored offset (with
+        ``read``) is taken as it is."""
+        if data.get("type", "files") != "files":
+            raise ValueError(f"type {data['type']!r} is not 'files' (this pipeline reads files)")
+        if "read" in data:
+            return FilesOffset.from_dict({"type": "files", **data})
         unknown = sorted(set(data) - {"type", "after_key", "files_consumed", "consumed_digest"})
         if unknown:
             raise ValueError(f"unknown field(s) {unknown}; a files offset is {{'after_key': KEY}}")
-        if data.get("type", "files") != "files":
-            raise ValueError(f"type {data['type']!r} is not 'files' (this pipeline reads files)")
         after = data.get("after_key")
         if after is not None and (not isinstance(after, str) or not after):
             raise ValueError(f"after_key must be a file key (a string) or null, not {after!r}")
-        limit = None if after is None else self.order(after)
-        behind = [k for k in self.list_keys() if limit is not None and self.order(k) <= limit]
-        return FilesOffset(after, len(behind), key_digest(behind))
+        return FilesOffset(after_key=after)
 
     def order(self, key: str) -> tuple[str, str]:
-        """The read order of a key: (name inside its partition, partition)."""
+        """A key's place in name order: (name inside its partition, partition)."""
         if self.config.partition_by == "directory" and "/" in key:
             partition, rest = key.split("/", 1)
             return (rest, partition)
         return (key, "")
 
-    def is_before(self, a: Offset, b: Offset) -> bool:
-        assert isinstance(a, FilesOffset) and isinstance(b, FilesOffset)
-        if b.after_key is None:
-            return False
-        return a.after_key is None or self.order(a.after_key) < self.order(b.after_key)
+    def is_before(self, a: FilesOffset, b: FilesOffset) -> bool:
+        """Whether ``b`` counts as read a file that ``a`` does not: in ``b``'s set, or, by
+        ``b``'s ``after_key``, among the files listed now."""
+        ours = self.log.load(a.read)
 
-    def _check_behind(self, start: FilesOffset, behind: list[str]) -> tuple[int, str] | None:
-        """None when the files behind the offset are exactly those consumed; otherwise the new
-        (count, digest) after deletions; raises if any file there was never read."""
-        digest = key_digest(behind)
-        if len(behind) == start.files_consumed and digest == start.consumed_digest:
-            return None
-        known = self.history(self.units_of)
-        unread = [k for k in behind if k not in known]
-        if unread:
-            raise FileBehindOffset(self.store.uri(), unread, start.after_key or "")
-        return (len(behind), digest)  # only deletions of already-read files: fine
+        def read_by_a(key: str) -> bool:
+            return key in ours or self._below_floor(a, key)
+
+        theirs = set(self.log.load(b.read))
+        if any(not read_by_a(k) for k in theirs):
+            return True
+        if b.after_key is None or (
+            a.after_key is not None and self.order(b.after_key) <= self.order(a.after_key)
+        ):
+            return False
+        return any(self._below_floor(b, k) and not read_by_a(k) for k in self.list_keys())
 
     def read(self, spark: SparkSession, rng: SourceRange) -> DataFrame:
         # Spark and pyarrow load here, in process: plan and commit (Airflow's light tasks) and
         # DAG parsing use this class without either.
         from pyspark.sql import functions as F
 
+        assert isinstance(rng, FilesRange)
+        frame = self._changed_rows(spark, rng) if rng.changed else None
+        if rng.files:
+            files = self._read_files(spark, rng)
+            frame = files if frame is None else files.unionByName(frame)
+        assert frame is not None, "a range reads files or reports changed ones"
+        if self.config.partition_by == "directory":
+            folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
+            frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
+        return frame
+
+    def _read_files(self, spark: SparkSession, rng: FilesRange) -> DataFrame:
         from sluice.sources.file_formats import parse_files
         from sluice.sources.parsing import IndexedFile
 
-        assert isinstance(rng, FilesRange)
         index = [
             IndexedFile(self._qualified(spark, k), k, i, to_spark_uri(self.store.uri(k)))
             for i, k in enumerate(rng.files)
@@ -290,10 +316,32 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             raise
         if metas is not None:
             self._footers = {rng.files: metas}
-        if self.config.partition_by == "directory":
-            folder = F.when(F.instr("_file", "/") > 0, F.substring_index("_file", "/", 1))
-            frame = frame.withColumn("_partition", F.coalesce(folder, F.lit("")))
         return frame
+
+    def _changed_rows(self, spark: SparkSession, rng: FilesRange) -> DataFrame:
+        """One dead-letter record per changed file (``changed_file``: line 0, the file as
+        read and as listed now in ``_raw``), placed after the epoch's files."""
+        import json
+
+        from sluice.contracts.sources import SPARK_TYPES
+        from sluice.operators.sqltext import quote
+
+        rows = [
+            (
+                self.partition_of(c.key),
+                c.key,
+                len(rng.files) + i,
+                0,
+                json.dumps({"file": c.key, "was": c.was._asdict(), "now": c.now._asdict()}),
+                c.reason(),
+                *[None for _ in self.config.schema],
+            )
+            for i, c in enumerate(rng.changed)
+        ]
+        columns = ["_partition STRING", "_file STRING", "_major INT", "_line BIGINT",
+                   "_raw STRING", "_error STRING"]  # fmt: skip
+        columns += [f"{quote(c)} {SPARK_TYPES[kind].upper()}" for c, kind in self.config.schema]
+        return spark.createDataFrame(rows, ", ".join(columns))
 
     def before_hints(self, rng: SourceRange, column: str) -> dict[tuple[str, int], int | None]:
         """From the Parquet footers :meth:`read` fetched: for each file, the largest event
@@ -358,7 +406,3 @@ def unreadable_name(key: str) -> str | None:
     except UnicodeEncodeError:
         return "the name is not valid UTF-8"
     return key_problem(key)
-
-
-def _hidden(key: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in key.split("/"))

@@ -16,7 +16,7 @@ Names: a component's partitions are prefixed ``<name>/`` (``persons/0``) and its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,9 @@ from sluice.contracts.sources import RECORD_COLUMNS, SPARK_TYPES, Offset, Source
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RECORD_TYPES", "MultiOffset", "MultiRange", "MultiSource", "side_history"]
+__all__ = ["RECORD_TYPES", "MultiOffset", "MultiRange", "MultiSource"]
 
 Columns = tuple[tuple[str, str], ...]  # a source's schema: (column, spec type) in order
-UnitsOf = Callable[[dict[str, Any]], Iterable[str]]
-History = Callable[[UnitsOf], set[str]]  # FilesSource's ``history`` (Repository.planned_files)
 
 # The Spark SQL type of each column of RECORD_COLUMNS, as every source's ``read`` gives it.
 RECORD_TYPES = (
@@ -220,13 +218,22 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         ]
 
     def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
-        """Each source's units of its slice, ``<name>:`` prefixed (what :func:`side_history`
-        reads back out of retention marks)."""
+        """Each source's units of its slice, ``<name>:`` prefixed."""
         return tuple(
             f"{name}:{unit}"
             for name, s in self.sources.items()
             if (part := _stored_part(range_data, name))
             for unit in s.units_of(part)
+        )
+
+    def planning(self, epoch: int) -> MultiSource:
+        return MultiSource({n: s.planning(epoch) for n, s in self.sources.items()}, self.schemas)
+
+    def forget(self, kept: list[dict[str, Any]], through: int) -> int:
+        """Each source's :meth:`~Source.forget`, with its part of every kept offset."""
+        return sum(
+            s.forget([part for o in kept if (part := _offset_part(o, n)) is not None], through)
+            for n, s in self.sources.items()
         )
 
     def skipping_missing_input(self) -> MultiSource:
@@ -286,28 +293,19 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         return select(spark.range(0), *columns)
 
 
-def side_history(planned: History, name: str) -> History:
-    """Source ``name``'s ``history`` (a files source's: what earlier epochs read) from the
-    pipeline's (``Repository.planned_files``): the units of its slice of every stored range,
-    and those retention marks kept for it (what :meth:`MultiSource.units_of` returned,
-    ``<name>:`` prefixed), the prefix stripped."""
-    prefix = f"{name}:"
-
-    def history(units_of: UnitsOf) -> set[str]:
-        def units(range_data: dict[str, Any]) -> list[str]:
-            part = _stored_part(range_data, name)
-            return [prefix + u for u in units_of(part)] if part else []
-
-        return {u[len(prefix) :] for u in planned(units) if u.startswith(prefix)}
-
-    return history
-
-
 def _stored_part(range_data: dict[str, Any], name: str) -> dict[str, Any] | None:
     """Source ``name``'s slice of a stored multi range (None: none, or not a multi range)."""
     if range_data.get("type") != "multi":
         return None
     part: dict[str, Any] | None = (range_data.get("sources") or {}).get(name)
+    return part
+
+
+def _offset_part(offset: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """Source ``name``'s part of a stored multi offset (None: not a multi offset)."""
+    if offset.get("type") != "multi":
+        return None
+    part: dict[str, Any] | None = (offset.get("sources") or {}).get(name)
     return part
 
 

@@ -16,7 +16,11 @@ Contract (the engine's exactly-once argument rests on it):
 * ``put(key, data)`` replaces the object atomically (readers see the old or the new bytes).
 * ``get(key)`` raises :class:`ObjectNotFound` when absent; ``get_tail(key, size)`` returns
   its last ``size`` bytes (the whole object when it is shorter), with the same errors.
-* ``list(prefix)`` returns every key under ``prefix`` (recursively) in ascending byte order.
+* ``list(prefix)`` returns every key under ``prefix`` (recursively) in ascending byte order,
+  each with its size, modification time and (S3) ETag; ``list(prefix, start_after=k)`` only
+  the keys that sort after ``k`` (S3's ``StartAfter``: the store skips what sorts before; a
+  ``k`` that is a folder's own path, ``a/b`` beside ``a/b/c``, is "after that folder" on
+  SeaweedFS, which walks folders: give a key no folder has).
 * ``delete`` / ``delete_prefix`` are idempotent: deleting what is absent is not an error.
 * ``move(src, dst)`` makes ``dst`` hold ``src``'s bytes and removes ``src``; it is idempotent
   when re-run after a crash (if ``src`` is gone and ``dst`` exists, it does nothing).
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sluice.storage.exceptions import InvalidKey
 
@@ -58,8 +62,14 @@ def key_problem(key: str) -> str | None:
 
 @dataclass(frozen=True)
 class ObjectInfo:
+    """One listed object. Two infos are equal when key and size are: ``modified_ns`` (the
+    object's modification time, ns since the epoch, UTC) and ``etag`` (S3's ETag without its
+    quotes; "" on local disk) describe the listing's moment, not the object's identity."""
+
     key: str
     size: int
+    modified_ns: int = field(default=0, compare=False)
+    etag: str = field(default="", compare=False)
 
 
 class ObjectStore(ABC):
@@ -87,7 +97,7 @@ class ObjectStore(ABC):
     def exists(self, key: str) -> bool: ...
 
     @abstractmethod
-    def list(self, prefix: str = "") -> list[ObjectInfo]: ...
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[ObjectInfo]: ...
 
     @abstractmethod
     def delete(self, key: str) -> None: ...

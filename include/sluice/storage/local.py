@@ -105,13 +105,18 @@ class LocalObjectStore(ObjectStore):
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[ObjectInfo]:
+        """``start_after``: folders whose every key sorts at or before it are not walked."""
         self._check_prefix(prefix)
         try:
-            files = list(self._walk_files(self._dir_of(prefix)))
+            files = list(self._walk_files(self._dir_of(prefix), start_after))
         except OSError as exc:
             raise self._error(prefix, "list", exc) from exc
-        infos = [ObjectInfo(key, st.st_size) for key, _, st in files if key.startswith(prefix)]
+        infos = [
+            ObjectInfo(key, st.st_size, st.st_mtime_ns)
+            for key, _, st in files
+            if key.startswith(prefix) and (start_after is None or _after(key, start_after))
+        ]
         # a name whose bytes are not UTF-8 holds surrogates (os.walk): sorted by its bytes
         return sorted(infos, key=lambda info: info.key.encode("utf-8", "surrogateescape"))
 
@@ -239,10 +244,17 @@ class LocalObjectStore(ObjectStore):
         if not dst_path.is_file():
             raise ObjectNotFound(self.uri(src))
 
-    def _walk_files(self, start: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
-        """(key, path, stat) of every visible file under ``start``; hidden names are skipped."""
+    def _walk_files(
+        self, start: Path, after: str | None = None
+    ) -> Iterator[tuple[str, Path, os.stat_result]]:
+        """(key, path, stat) of every visible file under ``start``; hidden names are skipped,
+        and with ``after`` every folder whose keys all sort at or before it."""
         for dirpath, dirnames, filenames in os.walk(start, onerror=_raise_unless_missing):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            if after is not None:
+                folder = self._key_of(Path(dirpath))
+                folder = "" if folder == "." else folder + "/"
+                dirnames[:] = [d for d in dirnames if not _all_before(folder + d + "/", after)]
             for name in filenames:
                 if name.startswith("."):
                     continue
@@ -321,6 +333,21 @@ class LocalObjectStore(ObjectStore):
 
     def _error(self, key: str, action: str, exc: OSError) -> StorageError:
         return StorageError(self.uri(key), f"{action} failed: {exc.strerror or exc}")
+
+
+def _raw(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+def _after(key: str, start_after: str) -> bool:
+    """``key`` sorts after ``start_after`` (in byte order, as S3 compares keys)."""
+    return _raw(key) > _raw(start_after)
+
+
+def _all_before(folder: str, start_after: str) -> bool:
+    """Every key under ``folder`` (``a/b/``) sorts at or before ``start_after``: the folder
+    sorts before it and is not a prefix of it."""
+    return _raw(folder) < _raw(start_after) and not start_after.startswith(folder)
 
 
 def _raise_unless_missing(exc: OSError) -> None:

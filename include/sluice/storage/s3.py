@@ -9,7 +9,9 @@ the whole budget next to s3a's.
 
 from __future__ import annotations
 
+import calendar
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -149,13 +151,17 @@ class S3ObjectStore(ObjectStore):
             return False
         return True
 
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
-        """Sorted client-side: SeaweedFS pages in directory-tree order, not byte order."""
+    def list(self, prefix: str = "", start_after: str | None = None) -> list[ObjectInfo]:
+        """Sorted client-side: SeaweedFS pages in directory-tree order, not byte order.
+        ``start_after`` is sent as ``StartAfter`` (the server skips what sorts before it) and
+        checked again here."""
         self._check_prefix(prefix)
+        after = None if start_after is None else start_after.encode()
         infos = [
-            ObjectInfo(key, size)
-            for key, size, _etag in self._list_raw(prefix)
+            ObjectInfo(key, size, modified, etag.strip('"'))
+            for key, size, etag, modified in self._list_objects(prefix, start_after)
             if key_problem(key) is None  # directory markers ("a/") and hidden names
+            and (after is None or key.encode() > after)
         ]
         return sorted(infos, key=lambda info: info.key.encode())
 
@@ -213,12 +219,24 @@ class S3ObjectStore(ObjectStore):
     def _list_raw(self, prefix: str) -> Iterator[tuple[str, int, str]]:
         """(key relative to the store, size, ETag) of every object under ``prefix``, in the
         server's order."""
+        for key, size, etag, _ in self._list_objects(prefix):
+            yield key, size, etag
+
+    def _list_objects(
+        self, prefix: str, start_after: str | None = None
+    ) -> Iterator[tuple[str, int, str, int]]:
+        """(key relative to the store, size, ETag, modified ns) of every object under
+        ``prefix`` (after ``start_after``), in the server's order."""
         root = f"{self.prefix}/" if self.prefix else ""
         paginator = self._client.get_paginator("list_objects_v2")
+        args = {"Bucket": self.bucket, "Prefix": root + prefix}
+        if start_after is not None:
+            args["StartAfter"] = root + start_after
         try:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=root + prefix):
+            for page in paginator.paginate(**args):
                 for obj in page.get("Contents", []):
-                    yield obj["Key"][len(root) :], int(obj["Size"]), obj.get("ETag", "")
+                    ns = _ns(obj.get("LastModified"))
+                    yield obj["Key"][len(root) :], int(obj["Size"]), obj.get("ETag", ""), ns
         except ClientError as exc:
             raise self._translate("list_objects_v2", prefix, exc) from exc
         except BotoCoreError as exc:
@@ -264,6 +282,14 @@ class S3ObjectStore(ObjectStore):
             return StorageError(uri, f"{operation} failed: bucket {self.bucket!r} does not exist")
         message = exc.response.get("Error", {}).get("Message", "")
         return StorageError(uri, f"{operation} failed: {code} (HTTP {_status(exc)}) {message}")
+
+
+def _ns(moment: datetime | None) -> int:
+    """A listing's ``LastModified`` as ns since the epoch (exact: no float on the way)."""
+    if moment is None:
+        return 0
+    seconds = calendar.timegm(moment.astimezone(UTC).utctimetuple())
+    return seconds * 1_000_000_000 + moment.microsecond * 1000
 
 
 def _normalize_prefix(bucket: str, prefix: str) -> str:
