@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sluice.exceptions import SluiceError
 from sluice.words import count
 
@@ -28,17 +26,17 @@ class SourceError(SluiceError):
 
 class ChangedFiles(SourceError):
     """Files read before have changed since (same name, other size or content) and the
-    source says ``changed_files: fail``: the epoch is not planned."""
+    source says ``changed_files: fail``: the epoch is not planned. ``changes`` say how, one
+    per file (``was ..., now ...``)."""
 
-    def __init__(self, source: str, changed: list[Any]) -> None:
-        self.changed = changed
+    def __init__(self, source: str, files: list[str], changes: list[str]) -> None:
+        self.files, self.changes = files, changes
         shown = "; ".join(
-            f"{shown_key(c.key)} (was {c.was.describe()}, now {c.now.describe()})"
-            for c in changed[:5]
+            f"{shown_key(f)} ({c})" for f, c in list(zip(files, changes, strict=True))[:5]
         )
-        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
         super().__init__(
-            f"{source}: {len(changed)} file(s) changed after they were read: {shown}{more}. "
+            f"{source}: {len(files)} file(s) changed after they were read: {shown}{more}. "
             "A file is read once; with changed_files: fail the next epoch is not planned "
             "until they are put back or removed (changed_files: report reports each as a "
             "dead letter and goes on)",

@@ -106,7 +106,8 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         if max_records is not None and fresh:
             fresh = self._cap_records(fresh, max_records)
         if survey.changed and self.config.changed_files == "fail":
-            raise ChangedFiles(self.store.uri(), survey.changed)
+            changes = [f"was {c.was.describe()}, now {c.now.describe()}" for c in survey.changed]
+            raise ChangedFiles(self.store.uri(), [c.key for c in survey.changed], changes)
         if not fresh and not survey.changed:
             return None
         waiting: tuple[str, ...] = ()

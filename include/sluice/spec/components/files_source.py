@@ -94,8 +94,9 @@ class NotificationsConfig(ComponentConfig):
     format: Annotated[Literal["seaweedfs", "s3"], one_of(("seaweedfs", "s3"))] = "seaweedfs"
     connection: Annotated[str | None, BeforeValidator(_connection)] = None
     bootstrap_servers: Text | None = None
-    # the key prefix the events name for the source path (e.g. /buckets/landing/ for a
-    # SeaweedFS bucket ``landing``; the bucket name for S3 events). Default: from the path.
+    # how the events name the source path: SeaweedFS's filer path (/buckets/landing/clicks/in/
+    # for s3://landing/clicks/in), S3's bucket and key prefix (landing/clicks/in/). Default:
+    # derived from the path.
     event_prefix: Text | None = None
     full_listing_every: PositiveInt = 10
 
