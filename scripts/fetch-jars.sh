@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fetch the jars Spark needs that pyspark does not ship into .cache/jars/ (override with
 # SLUICE_JARS_DIR): s3a:// (hadoop-aws + the AWS SDK v2 modules it uses), the PostgreSQL JDBC
-# driver, Delta Lake, and Spark's Kafka connector (spark-sql-kafka-0-10 + kafka-clients).
+# driver, Delta Lake, Spark's Kafka connector (spark-sql-kafka-0-10 + kafka-clients) and
+# Spark's Avro data source (spark-avro: the "avro" format name; the files source reads Avro
+# with AvroFileFormat, in pyspark's spark-sql since Spark 4.2).
 # sluice.spark.spark_session() puts every jar found there on Spark's classpath.
 #
 # - Versions live in scripts/jars/pom.xml; hadoop-aws must match the Hadoop pyspark bundles
-#   and spark-sql-kafka the Spark it bundles, which this script checks against
+#   and spark-sql-kafka / spark-avro the Spark it bundles, which this script checks against
 #   pyspark/jars/hadoop-client-api-*.jar and pyspark/jars/spark-core_2.13-*.jar.
 # - Jars pyspark already ships (httpclient, slf4j-api, commons-codec, ...) are not copied, so
 #   the classpath never holds two versions of one artifact; the script fails if the result
@@ -56,7 +58,7 @@ SPARK_VERSION="${SPARK_VERSION#spark-core_2.13-}"
 POM_SPARK_VERSION="$(sed -n 's:.*<spark.version>\(.*\)</spark.version>.*:\1:p' "$POM" | head -n1)"
 if [[ "$SPARK_VERSION" != "$POM_SPARK_VERSION" ]]; then
   die "pyspark bundles Spark $SPARK_VERSION but $POM pins spark.version=$POM_SPARK_VERSION
-  (spark-sql-kafka-0-10 must be the same release as Spark)"
+  (spark-sql-kafka-0-10 and spark-avro must be the same release as Spark)"
 fi
 
 # --- idempotence --------------------------------------------------------------------------
@@ -74,7 +76,7 @@ mkdir -p "$parent" "$M2_REPO"
 tmp="$(mktemp -d "$parent/.jars.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
-log "resolving hadoop-aws $HADOOP_VERSION (+ AWS SDK v2), spark-sql-kafka $SPARK_VERSION, ... with Maven"
+log "resolving hadoop-aws $HADOOP_VERSION (+ AWS SDK v2), spark-sql-kafka and spark-avro $SPARK_VERSION, ... with Maven"
 # (Maven 3.8 prints ANSI colour resets even in batch mode: strip them; pipefail keeps its status.)
 mvn -q -B \
   -f "$POM" \
@@ -122,7 +124,7 @@ dupes="$(for jar in "$tmp"/*.jar; do strip_version "$(basename "$jar")"; done | 
 [[ -z "$dupes" ]] || die "two versions of: $dupes (exclude one in $POM)"
 
 shopt -s nullglob
-for wanted in hadoop-aws spark-sql-kafka-0-10_2.13 kafka-clients; do
+for wanted in hadoop-aws spark-sql-kafka-0-10_2.13 kafka-clients spark-avro_2.13; do
   fetched=("$tmp/$wanted"-[0-9]*.jar)
   [[ ${#fetched[@]} -eq 1 ]] || die "$wanted jar missing after Maven ran"
 done

@@ -30,7 +30,7 @@ from sluice.jvm.context import context_cache
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RAW_LOCAL_FILES", "read_exact"]
+__all__ = ["RAW_LOCAL_FILES", "file_schemas", "read_exact"]
 
 # Reader options (they become Hadoop settings of the read only); the cache must be bypassed,
 # or the JVM's cached LocalFileSystem for ``file:`` is handed out regardless.
@@ -48,21 +48,52 @@ def read_exact(
     schema: str | None = None,
 ) -> DataFrame:
     """``paths`` (URIs as Spark's readers take them, not percent-escaped) read by ``fmt``
-    (``text`` or ``parquet``) with reader ``options``; ``schema`` as DDL (None: the text
-    format's ``value``, or Parquet's inferred from the files)."""
+    (``text``; ``lines``: text through the helper jar's ``CompressedLines``; ``parquet``,
+    ``orc``, ``avro``) with reader ``options``; ``schema`` as DDL or Spark's JSON (None: the
+    text formats' ``value``, or inferred from the files)."""
     from pyspark.sql.classic.dataframe import DataFrame as ClassicFrame
 
+    paths_text, pairs = _joined(paths, options)
+    session: Any = spark
+    read = _method(spark, "readJoined")
+    java = read(session._jsparkSession, fmt, paths_text, pairs, schema)
+    return ClassicFrame(java, spark)
+
+
+def file_schemas(
+    spark: SparkSession, fmt: str, paths: list[str], options: dict[str, str] | None = None
+) -> list[str | None]:
+    """The schema Spark reads each file of ``paths`` with by ``fmt`` (``orc``, ``avro``), as
+    Spark's JSON (None: the file has none, e.g. an empty ORC file): each file's own, from its
+    footer or header, read on the driver (``ExactFiles.schemas``, one Py4J call)."""
+    paths_text, pairs = _joined(paths, options)
+    session: Any = spark
+    schemas = _method(spark, "schemas")
+    answer = str(schemas(session._jsparkSession, fmt, paths_text, pairs))
+    found = answer.split("\n")[:-1]
+    if len(found) != len(paths):
+        raise RuntimeError(f"sluice: {len(found)} schemas for {len(paths)} files")
+    return [text or None for text in found]
+
+
+def _joined(paths: list[str], options: dict[str, str] | None) -> tuple[str, str]:
+    """The paths and the read's settings (local files: :data:`RAW_LOCAL_FILES` first), each
+    in one string for one Py4J call."""
     local = any(p.startswith("file:") or "://" not in p for p in paths)
     settings = {**(RAW_LOCAL_FILES if local else {}), **(options or {})}
     joined = [*paths, *settings, *settings.values()]
     if not paths or any("\x1f" in t or "\x1e" in t for t in joined):
         raise ValueError(f"cannot read {list(paths)} with {settings}")
-    session: Any = spark
-    cache = context_cache(spark, "exact files")  # a lookup costs a Py4J call per name
-    read = cache.get("readJoined")
-    if read is None:
-        jvm: Any = spark.sparkContext._jvm
-        read = cache["readJoined"] = jvm.io.sluice.spark.ExactFiles.readJoined
     pairs = "\x1f".join(f"{k}\x1e{v}" for k, v in settings.items())
-    java = read(session._jsparkSession, fmt, "\x1f".join(paths), pairs, schema)
-    return ClassicFrame(java, spark)
+    return "\x1f".join(paths), pairs
+
+
+def _method(spark: SparkSession, name: str) -> Any:
+    """``ExactFiles.<name>``, looked up once per Spark context (a lookup costs a Py4J call
+    per name)."""
+    cache = context_cache(spark, "exact files")
+    method = cache.get(name)
+    if method is None:
+        jvm: Any = spark.sparkContext._jvm
+        method = cache[name] = getattr(jvm.io.sluice.spark.ExactFiles, name)
+    return method

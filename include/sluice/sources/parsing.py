@@ -36,6 +36,7 @@ from sluice.contracts.sources import SPARK_TYPES
 from sluice.jvm.context import context_cache
 from sluice.jvm.udfs import SqlFunctions, columns_array, select, select_columns
 from sluice.operators.sqltext import lit, quote
+from sluice.sources.compression import needs_codec_reader
 from sluice.sources.exact_files import read_exact
 from sluice.storage.footers import ddl
 
@@ -43,11 +44,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "cast_sql",
     "parse_csv_lines",
     "parse_json_frame",
     "parse_json_lines",
     "parse_parquet",
+    "rows_before",
+    "typed_rows",
     "valid_utf8",
+    "wrong_type_sql",
 ]
 
 
@@ -98,8 +103,10 @@ def parse_json_lines(
     schema: Schema,
     required: tuple[str, ...],
     read: tuple[str, ...] | None = None,
+    compression: str = "auto",
 ) -> DataFrame:
-    """JSON lines: one object per line; blank lines are not records.
+    """JSON lines: one object per line; blank lines are not records (``compression``: the
+    source's, :mod:`sluice.sources.compression`).
 
     One typed parse of the read columns for every line; a line it does not accept cleanly (a
     corrupt record, a non-finite double, a LineInfo flag, a value the typed parse refuses such
@@ -108,7 +115,7 @@ def parse_json_lines(
     read come from a parse of their own, which Spark leaves out of any plan that does not
     select them (the epoch's pass; the late records' rows select them)."""
     plan = _json_plan(spark, schema, required, read)
-    lines = select_columns(_text_lines(spark, index), plan.fast)
+    lines = select_columns(_text_lines(spark, index, compression), plan.fast)
     lines = select_columns(select_columns(lines, plan.first), plan.second)
     return select_columns(select_columns(lines, plan.text), plan.last)
 
@@ -257,10 +264,12 @@ def parse_csv_lines(
     required: tuple[str, ...],
     header: bool,
     read: tuple[str, ...] | None = None,
+    compression: str = "auto",
 ) -> DataFrame:
-    """CSV, one record per line, columns in schema order; optional header line per file."""
+    """CSV, one record per line, columns in schema order; optional header line per file
+    (``compression``: the source's, :mod:`sluice.sources.compression`)."""
     ddl = ", ".join(f"`{c}` STRING" for c, _ in schema) + f", `{_CORRUPT}` STRING"
-    lines = _text_lines(spark, index)
+    lines = _text_lines(spark, index, compression)
     if header:
         lines = lines.filter(F.col("_line") > 1)
     parsed = F.from_csv("_raw", ddl, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT})
@@ -302,6 +311,22 @@ def parse_parquet(
         frame = read_exact(spark, "parquet", paths, {"mergeSchema": "true"})
     else:
         frame = read_exact(spark, "parquet", paths, schema=ddl(stored))
+    return typed_rows(frame, index, schema, required, read, "_metadata.row_index + 1")
+
+
+def typed_rows(
+    frame: DataFrame,
+    index: Index,
+    schema: Schema,
+    required: tuple[str, ...],
+    read: tuple[str, ...] | None,
+    line: str,
+) -> DataFrame:
+    """The records of the rows of a columnar scan ``frame`` (Parquet, ORC, Avro): its columns
+    matched by name, one taken as it is where stored with the schema's type, else read as
+    text and cast (a value that does not fit is ``wrong_type``); ``_raw`` (every stored
+    column as JSON) only for rows with an error. ``line``: SQL for the row's 1-based position
+    in its file, evaluated in the one projection over the scan."""
     stored = dict(frame.dtypes)
     columns: dict[str, tuple[str | None, str]] = {}  # name -> (text or None, typed), as SQL
     for column, kind in schema:
@@ -309,7 +334,7 @@ def parse_parquet(
             columns[column] = (None, quote(column))
             continue
         stored_text = f"CAST({quote(column) if column in stored else 'NULL'} AS STRING)"
-        columns[column] = (stored_text, _cast_sql(stored_text, kind))
+        columns[column] = (stored_text, cast_sql(stored_text, kind))
     checks = []
     checked, _ = _checked(schema, read)
     for column in (*required, *[c for c, _ in checked if c not in required]):
@@ -320,13 +345,13 @@ def parse_parquet(
                 f"CASE WHEN ({typed if text is None else text}) IS NULL THEN {message} END"
             )
         if text is not None:
-            checks.append(_wrong_type_sql(column, dict(schema)[column], text, typed))
+            checks.append(wrong_type_sql(column, dict(schema)[column], text, typed))
     error = f"coalesce({', '.join(checks)})" if checks else "CAST(NULL AS STRING)"
     everything = f"to_json(struct({', '.join(quote(c) for c in frame.columns)}))"
     rows = select(
         frame,
         "_metadata.file_path AS _path",
-        "_metadata.row_index + 1 AS _line",
+        f"{line} AS _line",
         f"CASE WHEN ({error}) IS NOT NULL THEN {everything} END AS _raw",
         f"{error} AS _error",
         *[f"{typed} AS {quote(c)}" for c, (_, typed) in columns.items()],
@@ -338,7 +363,7 @@ def parse_parquet(
     )  # fmt: skip
 
 
-def _cast_sql(text: str, kind: str) -> str:
+def cast_sql(text: str, kind: str) -> str:
     """:func:`_cast` as SQL text (the same rules: the timestamp shape, finite numbers)."""
     if kind == "string":
         return text
@@ -355,9 +380,10 @@ def _cast_sql(text: str, kind: str) -> str:
     return number
 
 
-def _wrong_type_sql(column: str, kind: str, text: str, typed: str) -> str:
-    """:func:`_wrong_type` as SQL text."""
-    prefix = f"wrong_type: field '{column}' = %s is not a "
+def wrong_type_sql(column: str, kind: str, text: str, typed: str, what: str = "field") -> str:
+    """:func:`_wrong_type` as SQL text (``what``: ``field``, or ``partition`` for a folder's
+    value)."""
+    prefix = f"wrong_type: {what} '{column}' = %s is not a "
     message = f"format_string({lit(prefix + kind)}, {text})"
     if kind in _FINITE_KINDS:  # a number, but not a finite one (NaN, Infinity, 1e400)
         number = f"try_cast({text} AS {SPARK_TYPES[kind].upper()})"
@@ -375,19 +401,28 @@ def _with_file(frame: DataFrame, index: Index) -> DataFrame:
     """``_file`` and ``_major`` of each row from its ``_path``, by a lookup in a literal map:
     no join (a broadcast join runs a Spark job of its own to build the table)."""
     paths = ", ".join(f"{lit(f.reported)}, {f.major}" for f in index)
-    keys = ", ".join(lit(f.key) for f in index)
     major = f"CAST(try_element_at(map({paths}), _path) AS INT)"
     with_major = select(frame, "*", f"{major} AS _major")
-    return select(with_major, "*", f"element_at(array({keys}), _major + 1) AS _file").drop("_path")
+    if [f.major for f in index] == list(range(len(index))):
+        keys = ", ".join(lit(f.key) for f in index)
+        file = f"element_at(array({keys}), _major + 1)"
+    else:  # some of an epoch's files (one scan of several)
+        file = f"element_at(map({', '.join(f'{f.major}, {lit(f.key)}' for f in index)}), _major)"
+    return select(with_major, "*", f"{file} AS _file").drop("_path")
 
 
-def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
+def _text_lines(spark: SparkSession, index: Index, compression: str = "auto") -> DataFrame:
     """Every non-blank line of every file: ``_file``, ``_major``, ``_line`` (1-based, blank
     lines counted), ``_flags`` (LineInfo's) and ``_raw`` (one trailing CR removed; a line that
-    is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text)."""
-    texts = read_exact(spark, "text", [f.read for f in index], _LINES)
+    is not valid UTF-8 with its bad bytes replaced by U+FFFD, so it can be written as text).
+
+    ``compression`` (the source's): files to decompress are read by the helper jar's
+    ``CompressedLines`` (:mod:`sluice.sources.compression`), the others by Spark's own line
+    reader, as before."""
+    fmt, options = _line_reader(index, compression)
+    texts = read_exact(spark, fmt, [f.read for f in index], options)
     path = "_metadata.file_path"
-    before = _lines_before(spark, texts, index)  # a Spark job when Spark splits a file
+    before = rows_before(spark, texts, index, fmt, options)  # a job when Spark splits a file
     with SqlFunctions(spark) as fns:  # as SQL text: one Py4J call a step
         info = fns.line_info(before)
         li = f"{info}({path}, _metadata.file_block_start, CAST(value AS BINARY)) AS _li"
@@ -408,6 +443,14 @@ def _text_lines(spark: SparkSession, index: Index) -> DataFrame:
         f"CAST(shiftright(_li, {_LINE_BITS}) AS INT) AS _flags",
         f"CASE WHEN {invalid} THEN make_valid_utf8({raw}) ELSE {raw} END AS _raw",
     )
+
+
+def _line_reader(index: Index, compression: str) -> tuple[str, dict[str, str]]:
+    """The reader format and options of :func:`_text_lines`: Spark's text format when no file
+    needs a codec of Sluice's choosing, else ``lines`` (``CompressedLines``)."""
+    if not needs_codec_reader([f.key for f in index], compression):
+        return "text", _LINES
+    return "lines", {**_LINES, "sluice.compression": compression}
 
 
 def _json_bytes(spark: SparkSession, text: Column, schema: T.StructType) -> Column:
@@ -449,16 +492,25 @@ def _column(java: Any) -> Column:
     return ClassicColumn(java)
 
 
-def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[str, dict[int, int]]:
-    """For each file Spark will read in several splits, the lines before each split start.
+def rows_before(
+    spark: SparkSession,
+    frame: DataFrame,
+    index: Index,
+    fmt: str,
+    options: dict[str, str],
+    schema: str | None = None,
+) -> dict[str, dict[int, int]]:
+    """For each file Spark will read in several splits, the lines (rows) before each split
+    start: ``frame`` is ``read_exact(spark, fmt, paths, options, schema)``.
 
     The splits are Spark's own, taken from the scan's physical plan (they depend on the
     session's settings, the input's size and the cluster's cores). The files it splits are
     counted in one job, in a clone of the session whose split size is pinned to the same
     value, so that job's splits start at the same bytes and its reader gives each split the
-    same lines."""
+    same lines (rows: Avro's blocks after the split's first sync marker, ORC's stripes that
+    start in it)."""
     jvm: Any = spark.sparkContext._jvm
-    plan = texts._jdf.queryExecution().executedPlan()
+    plan = frame._jdf.queryExecution().executedPlan()
     described = jvm.io.sluice.spark.TextSplits.describe(plan)
     splits = [line.split("\t") for line in described.splitlines()]
     starts: dict[str, set[int]] = {}
@@ -477,7 +529,7 @@ def _lines_before(spark: SparkSession, texts: DataFrame, index: Index) -> dict[s
         counting.conf.set("spark.sql.files.maxPartitionBytes", str(pinned))
         counting.conf.set("spark.sql.files.openCostInBytes", str(pinned))
         blocks = (
-            read_exact(counting, "text", sorted(readable.get(p, p) for p in split), _LINES)
+            read_exact(counting, fmt, sorted(readable.get(p, p) for p in split), options, schema)
             .groupBy(
                 F.col("_metadata.file_path").alias("path"),
                 F.col("_metadata.file_block_start").alias("start"),

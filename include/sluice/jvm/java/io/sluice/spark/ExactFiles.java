@@ -17,8 +17,11 @@ import org.apache.spark.sql.execution.datasources.FileFormat;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
 import org.apache.spark.sql.execution.datasources.NoopCache$;
+import org.apache.spark.sql.avro.AvroFileFormat;
+import org.apache.spark.sql.execution.datasources.orc.OrcFileFormat;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.execution.datasources.text.TextFileFormat;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import scala.Option;
@@ -41,10 +44,11 @@ public final class ExactFiles {
 
   /**
    * The files {@code paths} (URIs as Hadoop's {@code new Path(String)} takes them: not
-   * percent-escaped) read by {@code format} ({@code text} or {@code parquet}) with {@code
-   * options} (reader and Hadoop settings). {@code schemaDdl}: the data schema as DDL; null:
-   * the format's (text) or inferred from the files (Parquet). Throws {@link
-   * FileNotFoundException} naming a path that is missing or is not one file.
+   * percent-escaped) read by {@code format} ({@code text}, {@code lines} ({@link
+   * CompressedLines}), {@code parquet}, {@code orc} or {@code avro}) with {@code options}
+   * (reader and Hadoop settings). {@code schemaDdl}: the data schema as DDL or as Spark's JSON
+   * ({@code {"type":"struct",...}}); null: the format's (text) or inferred from the files.
+   * Throws {@link FileNotFoundException} naming a path that is missing or is not one file.
    */
   public static Dataset<Row> read(
       SparkSession spark,
@@ -54,24 +58,9 @@ public final class ExactFiles {
       String schemaDdl)
       throws IOException {
     FileFormat fileFormat = fileFormat(format);
-    scala.collection.immutable.Map<String, String> opts =
-        CaseInsensitiveMap$.MODULE$.apply(
-            scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)));
-    List<Path> roots = new ArrayList<>(paths.size());
-    for (String path : paths) {
-      roots.add(new Path(path));
-    }
-    InMemoryFileIndex index =
-        new InMemoryFileIndex(
-            spark,
-            CollectionConverters.asScala(roots).toSeq(),
-            opts,
-            Option.empty(),
-            NoopCache$.MODULE$,
-            Option.empty(),
-            Option.empty());
-    List<FileStatus> files = CollectionConverters.asJava(index.allFiles());
-    checkEachOnce(spark.sessionState().newHadoopConfWithOptions(opts), roots, files);
+    scala.collection.immutable.Map<String, String> opts = caseInsensitive(options);
+    List<Path> roots = roots(paths);
+    InMemoryFileIndex index = index(spark, roots, opts);
     StructType schema = schema(spark, fileFormat, format, schemaDdl, opts, index);
     HadoopFsRelation relation =
         new HadoopFsRelation(
@@ -88,6 +77,95 @@ public final class ExactFiles {
       SparkSession spark, String format, String paths, String options, String schemaDdl)
       throws IOException {
     List<String> list = java.util.Arrays.asList(paths.split("\u001f", -1));
+    return read(spark, format, list, joined(options), schemaDdl);
+  }
+
+  /**
+   * The schema Spark reads each of the files {@code paths} with, as Spark's JSON, one line per
+   * path in order: each file's own (its footer or header: Avro, ORC), as {@code format}'s
+   * {@code inferSchema} gives it for that file alone; an empty line where it has none. The
+   * files are listed as {@link #read} lists them and their schemas read on the driver, 8 at
+   * a time (one Py4J call).
+   */
+  public static String schemas(SparkSession spark, String format, String paths, String options)
+      throws Exception {
+    FileFormat fileFormat = fileFormat(format);
+    scala.collection.immutable.Map<String, String> opts = caseInsensitive(joined(options));
+    List<Path> roots = roots(java.util.Arrays.asList(paths.split("\u001f", -1)));
+    InMemoryFileIndex index = index(spark, roots, opts);
+    Configuration conf = spark.sessionState().newHadoopConfWithOptions(opts);
+    Map<Path, FileStatus> byPath = new HashMap<>();
+    for (FileStatus file : CollectionConverters.asJava(index.allFiles())) {
+      byPath.put(file.getPath(), file);
+    }
+    List<java.util.concurrent.Callable<String>> reads = new ArrayList<>();
+    for (Path root : roots) {
+      FileStatus file = byPath.get(root.getFileSystem(conf).makeQualified(root));
+      reads.add(
+          () -> {
+            try {
+              Option<StructType> found =
+                  fileFormat.inferSchema(
+                      spark, opts, CollectionConverters.asScala(List.of(file)).toSeq());
+              return found.isEmpty() ? "" : found.get().json();
+            } catch (Exception e) {
+              throw new IOException(
+                  "sluice: cannot read the " + format + " schema of " + root
+                      + " (truncated or corrupt?): " + e,
+                  e);
+            }
+          });
+    }
+    java.util.concurrent.ExecutorService pool =
+        java.util.concurrent.Executors.newFixedThreadPool(Math.max(1, Math.min(8, roots.size())));
+    try {
+      StringBuilder out = new StringBuilder();
+      for (java.util.concurrent.Future<String> done : pool.invokeAll(reads)) {
+        try {
+          out.append(done.get()).append('\n');
+        } catch (java.util.concurrent.ExecutionException e) {
+          throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+        }
+      }
+      return out.toString();
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  private static scala.collection.immutable.Map<String, String> caseInsensitive(
+      Map<String, String> options) {
+    return CaseInsensitiveMap$.MODULE$.apply(
+        scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(options)));
+  }
+
+  private static List<Path> roots(List<String> paths) {
+    List<Path> roots = new ArrayList<>(paths.size());
+    for (String path : paths) {
+      roots.add(new Path(path));
+    }
+    return roots;
+  }
+
+  /** The file index over {@code roots}, each checked to be listed once, as itself. */
+  private static InMemoryFileIndex index(
+      SparkSession spark, List<Path> roots, scala.collection.immutable.Map<String, String> opts)
+      throws IOException {
+    InMemoryFileIndex index =
+        new InMemoryFileIndex(
+            spark,
+            CollectionConverters.asScala(roots).toSeq(),
+            opts,
+            Option.empty(),
+            NoopCache$.MODULE$,
+            Option.empty(),
+            Option.empty());
+    List<FileStatus> files = CollectionConverters.asJava(index.allFiles());
+    checkEachOnce(spark.sessionState().newHadoopConfWithOptions(opts), roots, files);
+    return index;
+  }
+
+  private static Map<String, String> joined(String options) {
     Map<String, String> settings = new HashMap<>();
     if (!options.isEmpty()) {
       for (String pair : options.split("\u001f", -1)) {
@@ -95,15 +173,21 @@ public final class ExactFiles {
         settings.put(kv[0], kv[1]);
       }
     }
-    return read(spark, format, list, settings, schemaDdl);
+    return settings;
   }
 
   private static FileFormat fileFormat(String format) {
     switch (format) {
       case "text":
         return new TextFileFormat();
+      case "lines":
+        return new CompressedLines();
       case "parquet":
         return new ParquetFileFormat();
+      case "orc":
+        return new OrcFileFormat();
+      case "avro":
+        return new AvroFileFormat();
       default:
         throw new IllegalArgumentException("sluice: no exact reader for format " + format);
     }
@@ -116,10 +200,13 @@ public final class ExactFiles {
       String schemaDdl,
       scala.collection.immutable.Map<String, String> opts,
       InMemoryFileIndex index) {
+    if (schemaDdl != null && schemaDdl.startsWith("{")) {
+      return (StructType) DataType.fromJson(schemaDdl);
+    }
     if (schemaDdl != null) {
       return StructType.fromDDL(schemaDdl);
     }
-    if (format.equals("text")) {
+    if (format.equals("text") || format.equals("lines")) {
       return new StructType().add("value", DataTypes.StringType);
     }
     Option<StructType> inferred = fileFormat.inferSchema(spark, opts, index.allFiles());
