@@ -182,9 +182,12 @@ def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -
 
     store = open_store(c.path, s3=spec.s3)
     log = ReadLog(ctx.repo.store, layout.source_folder(ctx.side or "source") + "files-read/")
+    clean = c.clean_source
+    archive = open_store(clean.archive_path, s3=spec.s3) if clean and clean.archive_path else None
     return FilesSource(
-        c, store, log=log, required=(spec.event_time.column,), read=spec.read_columns()
-    )
+        c, store, log=log, required=(spec.event_time.column,), read=spec.read_columns(),
+        archive=archive,
+    )  # fmt: skip
 
 
 def _kafka_source(c: KafkaSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:

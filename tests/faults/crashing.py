@@ -22,10 +22,10 @@ TIMEOUT_S = 600
 
 
 def step_of(point: str) -> str:
-    """The CLI step that reaches ``point``: retention runs inside a commit, compaction inside
-    a process step."""
+    """The CLI step that reaches ``point``: retention (and the release of read input) runs
+    inside a commit, compaction inside a process step."""
     step = point.split(".", 1)[0]
-    return {"retention": "commit", "state": "process"}.get(step, step)
+    return {"retention": "commit", "release": "commit", "state": "process"}.get(step, step)
 
 
 def crash_step(

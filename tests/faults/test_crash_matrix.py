@@ -82,6 +82,12 @@ def test_a_sigkill_at_each_fault_point_of_one_pipeline(
     local_workspace.put_files(FILES)
     body = click_spec_dict(local_workspace, name="matrix")
     body["source"]["max_files_per_epoch"] = 1
+    # read files are archived once no kept checkpoint can replay them: every commit reaches
+    # the release points
+    body["source"]["clean_source"] = {
+        "mode": "archive",
+        "archive_path": local_workspace.uri("archive"),
+    }
     body["checkpoint"]["retained"] = 3
     body["checkpoint"]["compact_every"] = COMPACT_EVERY
     spec_path = tmp_path / "spec.yaml"
@@ -114,6 +120,8 @@ def test_a_sigkill_at_each_fault_point_of_one_pipeline(
     report(request.config, f"crash matrix, fast size (one pipeline, {len(points)} points)", lines)
 
     out = committed_rows(spec, "out")
+    archived = sorted(i.key for i in local_workspace.store("archive").list())
+    assert archived == [k for k, _ in FILES][: len(archived)] and len(archived) >= len(FILES) - 3
     assert [k for k, n in Counter(row_key(r, KEYS) for r in out).items() if n > 1] == []
     assert compare_rows(out, REFERENCE.emitted, keys=KEYS) == []
     late = [(r["source_file"], r["source_line"]) for r in committed_rows(spec, "late_records")]

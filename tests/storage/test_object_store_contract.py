@@ -225,6 +225,25 @@ def test_listed_objects_carry_their_modification_time(store: ObjectStore) -> Non
         assert info.etag == "827ccb0eea8a706c4c34a16891f84e7b"  # MD5 of "12345", unquoted
 
 
+def test_info_is_one_objects_listing_entry(store: ObjectStore) -> None:
+    store.put("a/b", b"12345")
+    store.put("a/bc", b"1")
+    (listed,) = [i for i in store.list() if i.key == "a/b"]
+    info = store.info("a/b")
+    assert info == listed and (info.modified_ns, info.etag) == (listed.modified_ns, listed.etag)
+    assert store.info("a") is None and store.info("a/x") is None
+
+
+def test_move_to_another_store_of_the_backend_and_again(store: ObjectStore) -> None:
+    source, archive = store.child("in"), store.child("archive")
+    source.put("d/f.jsonl", b"data")
+    source.move_to("d/f.jsonl", archive, "d/f.jsonl")
+    assert not source.exists("d/f.jsonl") and archive.get("d/f.jsonl") == b"data"
+    source.move_to("d/f.jsonl", archive, "d/f.jsonl")  # re-run after a crash: done already
+    with pytest.raises(ObjectNotFound):
+        source.move_to("d/none.jsonl", archive, "d/none.jsonl")
+
+
 def keys_after(store: ObjectStore, prefix: str, start_after: str) -> list[str]:
     return [info.key for info in store.list(prefix, start_after=start_after)]
 

@@ -27,6 +27,8 @@ RETIRED = "retired/"
 # copies of database lookup tables taken at plan time (docs/joins.md), by lookup name
 LOOKUPS = "lookups/"
 SAVEPOINTS = "savepoints/"
+# input handed back to its source once no checkpoint can replay it (protocol.release)
+RELEASED = "released/"
 # what a source keeps for itself (a files source: its sets of files read), by source name
 SOURCES = "sources/"
 # The last refused run request (kept for operators: the monitor shows it).

@@ -177,6 +177,20 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         how many objects were deleted. Default: nothing is stored, 0."""
         return 0
 
+    @property
+    def releases_input(self) -> bool:
+        """Whether :meth:`release` does anything (a files source with ``clean_source``)."""
+        return False
+
+    def release(self, units: list[str], latest: dict[str, Any] | None) -> int:
+        """Input no retained checkpoint or savepoint can replay any more (``units``: what
+        :meth:`units_of` gave for the epochs it belongs to): a files source with
+        ``clean_source`` archives or deletes those files. ``latest``: the latest checkpoint's
+        end offset as stored, to tell a unit still as it was read from one that changed
+        since (left alone). Idempotent: after a crash the protocol calls it again with the
+        same units. Returns how many units it released. Default: keeps everything, 0."""
+        return 0
+
     def skipping_missing_input(self) -> Source[OffsetT, RangeT]:
         """This source told to plan past input it no longer has, from what is left (a run
         request said ``on_missing_offsets: earliest``), recording the gap in the range.

@@ -17,6 +17,7 @@ __all__ = [
     "ALL_FAULT_POINTS",
     "COMPACTION_FAULT_POINTS",
     "FAULT_POINTS",
+    "RELEASE_FAULT_POINTS",
     "RETENTION_FAULT_POINTS",
     "Faults",
 ]
@@ -39,11 +40,19 @@ RETENTION_FAULT_POINTS = (
     "retention.after_mark",  # retention mark written, nothing deleted yet
     "retention.mid_delete",  # the first retired epoch deleted, the others not
 )
+# Reached only when retention hands read input back to a source that cleans it (a files
+# source's clean_source: sluice.protocol.release).
+RELEASE_FAULT_POINTS = (
+    "release.after_record",  # the epoch's release recorded, no file moved yet
+    "release.after_move",  # its files moved (or deleted), the record not yet marked done
+)
 # Reached only when an epoch writes its state as a new base (sluice.state: compaction).
 COMPACTION_FAULT_POINTS = (
     "state.after_compaction",  # the new base's files written, the attempt not yet PREPARED
 )
-ALL_FAULT_POINTS = FAULT_POINTS + RETENTION_FAULT_POINTS + COMPACTION_FAULT_POINTS
+ALL_FAULT_POINTS = (
+    FAULT_POINTS + RETENTION_FAULT_POINTS + RELEASE_FAULT_POINTS + COMPACTION_FAULT_POINTS
+)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from typing import Any
 from sluice.contracts import layout
 from sluice.contracts.records import Checkpoint, RetiredMark, Savepoint
 from sluice.protocol.exceptions import SavepointError
+from sluice.protocol.release import Released, release_input
 from sluice.protocol.runtime import Runtime
 from sluice.storage import ObjectAlreadyExists
 
@@ -60,6 +61,7 @@ class RetentionReport:
     epochs_deleted: list[int] = field(default_factory=list)
     objects_deleted: int = 0
     kept_for_savepoints: list[int] = field(default_factory=list)
+    released: Released = field(default_factory=Released)  # input handed back (clean_source)
 
 
 def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
@@ -67,15 +69,19 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     retained = rt.spec.checkpoint.retained if rt.spec.checkpoint else 10
     below = latest - max(retained, 1) + 1
     report = RetentionReport(below=rt.repo.retired_below())
+    if rt.source.releases_input:  # epoch 1's input may go before anything is retired
+        listed = rt.repo.epochs(include_retired=True)
+        kept = {s.epoch for s in rt.repo.savepoints()}
+        report.released = release_input(rt, listed, max(below, report.below), kept, latest)
     if below <= 1:
         return report
     listed = rt.repo.epochs(include_retired=True)
+    kept = {s.epoch for s in rt.repo.savepoints()}
     if below > report.below:
         rt.repo.put_retired_mark(RetiredMark(below, rt.clock()))
         report.below = below
         rt.faults.hit("retention.after_mark", latest)
     below = report.below
-    kept = {s.epoch for s in rt.repo.savepoints()}
     report.kept_for_savepoints = sorted(e for e in kept if e < below)
     doomed = sorted(e for e in listed if e < below and e not in kept)
     # every kept checkpoint, read once: the state parts and lookup table copies it uses

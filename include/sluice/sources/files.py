@@ -66,10 +66,12 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         log: ReadLog,
         required: tuple[str, ...] = (),
         read: tuple[str, ...] | None = None,
+        archive: ObjectStore | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.log = log
+        self.archive = archive  # clean_source: archive's folder
         self.required = required
         self.read_columns = read  # the schema columns the pipeline reads (None: all: parsing)
         self.filter = FileFilter(config)
@@ -205,6 +207,39 @@ class FilesSource(Source[FilesOffset, FilesRange]):
     def forget(self, kept: list[dict[str, Any]], through: int) -> int:
         refs = [FilesOffset.from_dict(offset).read for offset in kept]
         return self.log.forget(refs, through)
+
+    @property
+    def releases_input(self) -> bool:
+        return self.config.clean_source is not None
+
+    def release(self, units: list[str], latest: dict[str, Any] | None) -> int:
+        """``clean_source``: move each file under the archive folder (same key) or delete it;
+        a file that changed since it was read (not as ``latest``'s set has it) stays, to be
+        reported. A file already moved (a crash after the move) counts as released."""
+        clean = self.config.clean_source
+        if clean is None:
+            return 0
+        entries = self.log.load(FilesOffset.from_dict(latest).read) if latest else {}
+        released = 0
+        for key in units:
+            now = self.store.info(key)
+            if now is None:
+                archived = clean.mode == "archive" and self._archive().exists(key)
+                released += int(archived)
+                continue
+            was = entries.get(key)
+            if was is not None and not was.same_content(entry_of(now)):
+                continue
+            if clean.mode == "archive":
+                self.store.move_to(key, self._archive(), key)
+            else:
+                self.store.delete(key)
+            released += 1
+        return released
+
+    def _archive(self) -> ObjectStore:
+        assert self.archive is not None, "clean_source: archive opens its folder"
+        return self.archive
 
     def _check_names(self, keys: list[str]) -> None:
         """Raise :class:`UnreadableFileNames` for the keys no reader can open."""

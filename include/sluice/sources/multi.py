@@ -236,6 +236,21 @@ class MultiSource(Source[MultiOffset, MultiRange]):
             for n, s in self.sources.items()
         )
 
+    @property
+    def releases_input(self) -> bool:
+        return any(s.releases_input for s in self.sources.values())
+
+    def release(self, units: list[str], latest: dict[str, Any] | None) -> int:
+        """Each source's units (``<name>:`` prefixed, as :meth:`units_of` gave them) to it."""
+        released = 0
+        for name, source in self.sources.items():
+            prefix = f"{name}:"
+            mine = [u[len(prefix) :] for u in units if u.startswith(prefix)]
+            if mine and source.releases_input:
+                part = _offset_part(latest, name) if latest is not None else None
+                released += source.release(mine, part)
+        return released
+
     def skipping_missing_input(self) -> MultiSource:
         skipping = {n: s.skipping_missing_input() for n, s in self.sources.items()}
         return MultiSource(skipping, self.schemas)

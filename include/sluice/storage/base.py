@@ -24,6 +24,8 @@ Contract (the engine's exactly-once argument rests on it):
 * ``delete`` / ``delete_prefix`` are idempotent: deleting what is absent is not an error.
 * ``move(src, dst)`` makes ``dst`` hold ``src``'s bytes and removes ``src``; it is idempotent
   when re-run after a crash (if ``src`` is gone and ``dst`` exists, it does nothing).
+  ``move_to(src, other, dst)`` does the same into another store of the same backend (an
+  archive folder); ``info(key)`` is one object's listing entry (None: absent).
 * Transient failures are retried with bounded exponential backoff inside the backend;
   what escapes is a :class:`StorageError` naming the URI.
 """
@@ -104,6 +106,25 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def move(self, src: str, dst: str) -> None: ...
+
+    def info(self, key: str) -> ObjectInfo | None:
+        """``key``'s entry as :meth:`list` gives it, or None when there is no such object."""
+        found = [i for i in self.list(key) if i.key == key]
+        return found[0] if found else None
+
+    def move_to(self, src: str, other: ObjectStore, dst: str) -> None:
+        """``move`` into ``other`` (``dst`` a key there): copy, then delete ``src``; re-run
+        after a crash, it finishes (``src`` gone and ``dst`` there: nothing to do)."""
+        from sluice.storage.exceptions import ObjectNotFound
+
+        try:
+            data = self.get(src)
+        except ObjectNotFound:
+            if other.exists(dst):
+                return
+            raise
+        other.put(dst, data)
+        self.delete(src)
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``; returns how many were deleted."""

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from sluice.storage.base import ObjectInfo, ObjectStore
@@ -142,6 +143,37 @@ class LocalObjectStore(ObjectStore):
         except OSError as exc:
             raise self._error(src, f"move to {dst!r}", exc) from exc
         self._fsync_dir(dst, dst_path.parent)
+
+    def info(self, key: str) -> ObjectInfo | None:
+        try:
+            st = self._path(key).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise self._error(key, "stat", exc) from exc
+        return ObjectInfo(key, st.st_size, st.st_mtime_ns) if S_ISREG(st.st_mode) else None
+
+    def move_to(self, src: str, other: ObjectStore, dst: str) -> None:
+        """A rename when ``other`` is a local store on the same file system (else a copy)."""
+        if not isinstance(other, LocalObjectStore):
+            super().move_to(src, other, dst)
+            return
+        src_path, dst_path = self._path(src), other._path(dst)
+        if not src_path.is_file():
+            other._finish_or_fail_move(src, dst_path)
+            return
+        other._make_parents(dst, dst_path)
+        try:
+            os.replace(src_path, dst_path)
+        except FileNotFoundError:
+            other._finish_or_fail_move(src, dst_path)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise self._error(src, f"move to {other.uri(dst)!r}", exc) from exc
+            super().move_to(src, other, dst)  # another file system: copy, then delete
+            return
+        other._fsync_dir(dst, dst_path.parent)
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``, then tidy the directories it leaves behind.

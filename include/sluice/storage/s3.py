@@ -196,6 +196,30 @@ class S3ObjectStore(ObjectStore):
             return
         self.delete(src)
 
+    def info(self, key: str) -> ObjectInfo | None:
+        """One ``HeadObject``."""
+        try:
+            head = self._call("head_object", key, Key=self._full(key))
+        except ObjectNotFound:
+            return None
+        etag = str(head.get("ETag", "")).strip('"')
+        return ObjectInfo(key, int(head["ContentLength"]), _ns(head.get("LastModified")), etag)
+
+    def move_to(self, src: str, other: ObjectStore, dst: str) -> None:
+        """``CopyObject`` (any bucket the client reaches), then delete."""
+        if not isinstance(other, S3ObjectStore):
+            super().move_to(src, other, dst)
+            return
+        other._check_key(dst)
+        source = {"Bucket": self.bucket, "Key": self._full(src)}
+        try:
+            other._call("copy_object", dst, Key=other._full(dst), CopySource=source)
+        except ObjectNotFound:
+            if not other.exists(dst):
+                raise ObjectNotFound(self.uri(src)) from None
+            return
+        self.delete(src)
+
     def delete_prefix(self, prefix: str) -> int:
         """Batched ``DeleteObjects``; also removes markers and hidden keys under the prefix."""
         self._check_prefix(prefix)
