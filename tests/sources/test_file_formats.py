@@ -362,6 +362,37 @@ def test_a_truncated_compressed_file_fails_naming_it(
     assert count_records(workspace.store("in"), key, cfg) < len(data.splitlines())
 
 
+def test_a_damaged_file_fails_even_when_the_session_skips_corrupt_files(
+    spark: Any, local_workspace: Workspace
+) -> None:
+    """``spark.sql.files.ignoreCorruptFiles`` (a cluster's default, say) would skip the rest of
+    a damaged file without an error: the files source's reads never skip. Garbage named
+    ``.lz4`` fails too (Hadoop's own codec ran out of heap on it)."""
+    data, _ = _mixed_lines(random.Random(5), 3000)
+    packed = gzip.compress(data)
+    rows = big_rows(3000)
+    orc_data = orc_bytes(typed_table(rows))
+    local_workspace.put_files([("cut.jsonl.gz", packed[: len(packed) // 2]),
+                               ("junk.jsonl.lz4", data), ("cut.orc", orc_data[:-40])])  # fmt: skip
+    previous = spark.conf.get("spark.sql.files.ignoreCorruptFiles")
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    try:
+        for key, fmt in (
+            ("cut.jsonl.gz", "jsonl"),
+            ("junk.jsonl.lz4", "jsonl"),
+            ("cut.orc", "orc"),
+        ):
+            with pytest.raises(Exception) as info:
+                parse(spark, local_workspace, config(local_workspace, fmt), [key])
+            assert key in str(info.value)
+    finally:
+        spark.conf.set("spark.sql.files.ignoreCorruptFiles", previous)
+    with pytest.raises(Exception) as info:
+        parse(spark, local_workspace, config(local_workspace, "jsonl"), ["junk.jsonl.lz4"])
+    assert "as lz4 (truncated or corrupt?)" in str(info.value)
+    assert "not an lz4 file" in str(info.value)
+
+
 def test_every_cut_of_a_compressed_file_fails_or_reads_it_whole(
     spark: Any, local_workspace: Workspace
 ) -> None:
@@ -675,14 +706,15 @@ def test_the_event_time_from_a_folder(spark: Any, local_workspace: Workspace) ->
 # -- a pipeline ------------------------------------------------------------------------------
 
 
-def test_a_windowed_pipeline_over_avro_equals_the_reference(
-    spark: Any, workspace: Workspace
+@pytest.mark.parametrize("kind", ["avro", "jsonl.zst"])
+def test_a_windowed_pipeline_equals_the_reference(
+    spark: Any, workspace: Workspace, kind: str
 ) -> None:
-    """Avro files through two epochs of the click pipeline (windows, late records, dead
-    letters): the committed output equals the reference computed from the same records as
-    JSON lines."""
+    """Avro files, or zstd-compressed JSON lines, through two epochs of the click pipeline
+    (windows, late records, dead letters): the committed output equals the reference computed
+    from the same records as plain JSON lines."""
     rng = random.Random(17)
-    files_jsonl, files_avro = [], []
+    files_jsonl, files_in = [], []
     for n in range(4):
         rows = []
         for i in range(60):
@@ -690,17 +722,31 @@ def test_a_windowed_pipeline_over_avro_equals_the_reference(
             ts = None if rng.random() < 0.05 else T0 + timedelta(seconds=max(second, 0) * 3)
             rows.append({"user": f"u{rng.randint(1, 4)}", "url": f"/{i % 3}", "ts": ts,
                          "amount": round(rng.uniform(0, 10), 2)})  # fmt: skip
-        key = f"clicks-{n}.avro"
-        files_avro.append((key, avro_bytes(rows, AVRO_TYPED)))
+        key = f"clicks-{n}.{kind}"
         lines = [json.dumps({**r, "ts": None if r["ts"] is None else
                              r["ts"].strftime("%Y-%m-%dT%H:%M:%SZ")}) for r in rows]  # fmt: skip
-        files_jsonl.append((key, "\n".join(lines).encode() + b"\n"))
-    workspace.put_files(files_avro)
+        if n == 2:
+            lines[7] = '{"user": "u1", "url": "/", "ts": "2026-01-01T00:09:00Z", "amount": "x"}'
+            rows[7] = {"user": "u1", "url": "/", "ts": "2026-01-01T00:09:00Z", "amount": "x"}
+        text = "\n".join(lines).encode() + b"\n"
+        files_jsonl.append((key, text))
+        if kind == "avro":
+            fields = AVRO_TYPED if n != 2 else [*AVRO_TEXT[:1], AVRO_TYPED[1], *AVRO_TEXT[1:]]
+            stored = rows if n != 2 else [
+                {**r, "ts": r["ts"] if isinstance(r["ts"], str) or r["ts"] is None
+                 else r["ts"].strftime("%Y-%m-%dT%H:%M:%SZ"), "amount": str(r["amount"])}
+                for r in rows
+            ]  # fmt: skip
+            files_in.append((key, avro_bytes(stored, fields)))
+        else:
+            files_in.append((key, compress(text, "zstd")))
+    workspace.put_files(files_in)
     reference = click_reference(files_jsonl)
     assert reference.late and reference.dead  # the input has both
-    spec = click_spec(workspace, source={"type": "files", "path": workspace.uri("in"),
-                                         "format": "avro", "max_files_per_epoch": 2,
-                                         "schema": dict(SCHEMA)})  # fmt: skip
+    assert any(code == "wrong_type" for _, _, code in reference.dead)
+    source = {"type": "files", "path": workspace.uri("in"), "format": kind.split(".")[0],
+              "max_files_per_epoch": 2, "schema": dict(SCHEMA)}  # fmt: skip
+    spec = click_spec(workspace, source=source)
     epochs = 0
     while run_epoch(runtime(spec), spark) is not None:
         epochs += 1

@@ -30,7 +30,7 @@ from sluice.jvm.context import context_cache
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RAW_LOCAL_FILES", "file_schemas", "read_exact"]
+__all__ = ["NEVER_SKIP", "RAW_LOCAL_FILES", "file_schemas", "read_exact"]
 
 # Reader options (they become Hadoop settings of the read only); the cache must be bypassed,
 # or the JVM's cached LocalFileSystem for ``file:`` is handed out regardless.
@@ -38,6 +38,12 @@ RAW_LOCAL_FILES = {
     "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     "fs.file.impl.disable.cache": "true",
 }
+
+
+# Reader options: a file that cannot be read fails the read, whatever the session's
+# spark.sql.files.ignoreCorruptFiles / ignoreMissingFiles say (with them Spark skips the rest
+# of a truncated file, or a file deleted after the listing, without an error: records lost).
+NEVER_SKIP = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
 
 
 def read_exact(
@@ -77,10 +83,10 @@ def file_schemas(
 
 
 def _joined(paths: list[str], options: dict[str, str] | None) -> tuple[str, str]:
-    """The paths and the read's settings (local files: :data:`RAW_LOCAL_FILES` first), each
-    in one string for one Py4J call."""
+    """The paths and the read's settings (local files: :data:`RAW_LOCAL_FILES` first, then
+    :data:`NEVER_SKIP`), each in one string for one Py4J call."""
     local = any(p.startswith("file:") or "://" not in p for p in paths)
-    settings = {**(RAW_LOCAL_FILES if local else {}), **(options or {})}
+    settings = {**(RAW_LOCAL_FILES if local else {}), **NEVER_SKIP, **(options or {})}
     joined = [*paths, *settings, *settings.values()]
     if not paths or any("\x1f" in t or "\x1e" in t for t in joined):
         raise ValueError(f"cannot read {list(paths)} with {settings}")
