@@ -186,8 +186,28 @@ def _files_source(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -
     archive = open_store(clean.archive_path, s3=spec.s3) if clean and clean.archive_path else None
     return FilesSource(
         c, store, log=log, required=(spec.event_time.column,), read=spec.read_columns(),
-        archive=archive,
+        archive=archive, events=_store_events(c, spec, ctx),
     )  # fmt: skip
+
+
+def _store_events(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Any:
+    """The store's events of a files source with ``notifications`` (None without)."""
+    events = c.notifications
+    if events is None:
+        return None
+    from sluice.sources.kafka_client import connection_settings
+    from sluice.sources.store_events import StoreEvents  # confluent-kafka: notifications only
+
+    settings: dict[str, str] = {}
+    if events.connection:
+        url = ctx.connections.get(events.connection)
+        if url is None:
+            example = "kafka://broker:9092 (Airflow's kafka connection type)"
+            raise MissingConnection(
+                spec.name, "notifications", events.connection, example, what="source"
+            )
+        settings = connection_settings(url)
+    return StoreEvents(events, c.path, settings)
 
 
 def _kafka_source(c: KafkaSourceConfig, spec: PipelineSpec, ctx: BuildContext) -> Source[Any, Any]:

@@ -104,7 +104,8 @@ class SpecChanged(ProtocolError):
 
 
 class MissingConnection(ProtocolError):
-    """A sink names a connection id that no environment variable or Airflow connection gives."""
+    """A sink (or a source's part, ``what``) names a connection id that no environment
+    variable or Airflow connection gives."""
 
     def __init__(
         self,
@@ -112,15 +113,16 @@ class MissingConnection(ProtocolError):
         sink: str,
         connection: str,
         example: str = "postgresql://user:password@host:5432/db",
+        what: str = "sink",
     ) -> None:
         env = connection.upper()
         super().__init__(
-            f"pipeline {pipeline}: sink {sink!r} uses connection {connection!r}, which is not "
+            f"pipeline {pipeline}: {what} {sink!r} uses connection {connection!r}, which is not "
             f"defined; create the Airflow connection {connection!r} or set SLUICE_CONN_{env} "
             f"(or AIRFLOW_CONN_{env}) to its URI, e.g. {example}"
         )
         self.pipeline, self.sink, self.connection = pipeline, sink, connection
-        self.example = example
+        self.example, self.what = example, what
 
 
 class PluginError(ProtocolError):

@@ -40,12 +40,16 @@ __all__ = ["FilesOffset", "FilesRange", "FilesSource"]
 
 @dataclass(frozen=True)
 class Survey:
-    """What a listing holds beyond an offset: the files read (loaded), the new files in read
-    order, and the files found changed since they were read."""
+    """What a listing (or the store's events) holds beyond an offset: the files read
+    (loaded), the new files in read order, the files found changed since they were read, and
+    how they were found: ``listed`` (a listing), ``events`` (the notifications topic's end
+    offsets taken before looking; None without notifications)."""
 
     read: dict[str, FileEntry]
     new: list[ObjectInfo]
     changed: list[ChangedFile]
+    listed: bool = True
+    events: dict[int, int] | None = None
 
 
 class FilesSource(Source[FilesOffset, FilesRange]):
@@ -67,11 +71,13 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         required: tuple[str, ...] = (),
         read: tuple[str, ...] | None = None,
         archive: ObjectStore | None = None,
+        events: Any = None,
     ) -> None:
         self.config = config
         self.store = store
         self.log = log
         self.archive = archive  # clean_source: archive's folder
+        self.events = events  # notifications: a StoreEvents (sluice.sources.store_events)
         self.required = required
         self.read_columns = read  # the schema columns the pipeline reads (None: all: parsing)
         self.filter = FileFilter(config)
@@ -121,13 +127,15 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         return FilesRange(start, keys, end, tuple(survey.changed), waiting)
 
     def survey(self, start: FilesOffset) -> Survey:
-        """The files listed now that ``start`` has not read, and those changed since."""
+        """The files listed now (or named by the store's events since ``start``) that
+        ``start`` has not read, and those changed since."""
         read = self.log.load(start.read)
+        found, listed, events = self._discover(start)
         age_cutoff = self._age_cutoff(start.newest_modified_ns)
         lowest = self._lowest_time(start.newest_time)
         new: list[ObjectInfo] = []
         changed: list[ChangedFile] = []
-        for info in self.filter.listing(self.store, start.newest_time):
+        for info in found:
             if self._below_floor(start, info.key):
                 continue
             was = read.get(info.key)
@@ -142,7 +150,39 @@ class FilesSource(Source[FilesOffset, FilesRange]):
                 continue  # in a partition the layout no longer lists
             new.append(info)
         new.sort(key=self._read_order)
-        return Survey(read, new, sorted(changed, key=lambda c: c.key))
+        return Survey(read, new, sorted(changed, key=lambda c: c.key), listed, events)
+
+    def _discover(self, start: FilesOffset) -> tuple[list[ObjectInfo], bool, dict[int, int] | None]:
+        """The candidate files: the listing (from the layout's start key), or, with
+        notifications, the files the events since ``start`` name — a full listing when the
+        events cannot tell (the first plan, the events retention deleted) and every
+        ``full_listing_every`` plans, for an event lost on the way. The topic's end offsets
+        are taken before either: a file landing meanwhile is in both or in the next events."""
+        if self.events is None:
+            return self.filter.listing(self.store, start.newest_time), True, None
+        from sluice.sources.store_events import StoreEventsGone
+
+        end = self.events.end_offsets()
+        every = self.config.notifications.full_listing_every  # type: ignore[union-attr]
+        if start.events is not None and start.since_listing + 1 < every:
+            try:
+                happened = self.events.read(dict(start.events), end)
+            except StoreEventsGone:
+                pass  # a listing finds what the deleted events told
+            else:
+                return self._event_files(happened), False, end
+        return self.filter.listing(self.store, start.newest_time), True, end
+
+    def _event_files(self, happened: list[Any]) -> list[ObjectInfo]:
+        """The files the events name, each as its last event left it (deleted: none)."""
+        last: dict[str, Any] = {}
+        for event in happened:
+            last[event.key] = event
+        return [
+            ObjectInfo(e.key, e.size, e.modified_ns, e.etag)
+            for key, e in sorted(last.items())
+            if not e.deleted and self.filter.wanted(key)
+        ]
 
     def _end(self, start: FilesOffset, survey: Survey, fresh: list[ObjectInfo]) -> FilesOffset:
         """The offset once ``fresh`` is read: ``start``'s set plus ``fresh`` (and the changed
@@ -164,7 +204,15 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             return lowest is None or (self._time_of(key) or 0) >= lowest
 
         ref = self.log.write(self.epoch, start.read, survey.read, added, keep)
-        return FilesOffset(ref, start.after_key, newest, newest_time, start.events)
+        events, since = start.events, 0
+        if survey.events is not None:
+            # events are read again until every file they named is taken (a cap left some)
+            complete = len(fresh) == len(survey.new)
+            events = tuple(sorted(survey.events.items())) if complete or survey.listed else events
+            since = 0 if survey.listed else start.since_listing + 1
+            if survey.listed and not complete:
+                since = self.config.notifications.full_listing_every  # type: ignore[union-attr]
+        return FilesOffset(ref, start.after_key, newest, newest_time, events, since)
 
     def _age_cutoff(self, newest: int | None) -> int | None:
         age = self.config.max_file_age
