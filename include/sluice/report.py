@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -29,6 +30,7 @@ __all__ = [
     "describe_spec",
     "pending_by_source",
     "pending_units",
+    "released_line",
     "run_demo",
     "run_with_progress",
 ]
@@ -214,6 +216,7 @@ def checkpoint_rows(
     named: dict[int, list[str]] = {}
     for savepoint in rt.repo.savepoints():
         named.setdefault(savepoint.epoch, []).append(savepoint.name)
+    released = _released_epochs(rt)
     for epoch, names in sorted(rt.repo.epochs().items()):
         row = cached(epoch) if cached else None
         if row is None:
@@ -237,7 +240,38 @@ def checkpoint_rows(
             row["rewinds_to"] = rewinds[epoch]
         if epoch in rewound:
             row["rewound_by" if rewound[epoch] in done else "rewind_pending_by"] = rewound[epoch]
+        if epoch in released:
+            row["input_released"] = True
     return rows
+
+
+def _released_epochs(rt: Runtime) -> set[int]:
+    """The epochs whose input went back to the source (clean_source), if it cleans."""
+    from sluice.protocol.release import released_summary
+
+    if not rt.source.releases_input:
+        return set()
+    summary = released_summary(rt)
+    return {e for first, last in summary["epochs"] for e in range(first, last + 1)}
+
+
+def released_line(rt: Runtime) -> str | None:
+    """One line on what ``clean_source`` did, for the history's caption (None: it is off)."""
+    from sluice.protocol.release import released_summary
+
+    if not rt.source.releases_input:
+        return None
+    summary = released_summary(rt)
+    spans = ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in summary["epochs"]) or "none"
+    clean = None if rt.spec.join else getattr(rt.spec.source, "clean_source", None)
+    where = "cleaned"
+    if clean is not None:
+        where = f"archived to {clean.archive_path}" if clean.mode == "archive" else "deleted"
+    waiting = summary["pending"]
+    held = f"; epochs {', '.join(map(str, waiting))} wait (a savepoint can replay them)"
+    return f"source files {where}: {summary['files']} (input of epochs {spans})" + (
+        held if waiting else ""
+    )
 
 
 def savepoints_body(rt: Runtime) -> dict[str, Any]:
@@ -284,6 +318,9 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
         )
         if plan.tables:  # the lookup table versions the epoch joins (docs/joins.md)
             row["tables"] = {name: pin.label for name, pin in plan.tables}
+        remarks = rt.source.remarks(plan.source_range)
+        if remarks:  # e.g. files changed since they were read (reported, not read again)
+            row["input_remarks"] = list(remarks)
     if checkpoint is None:
         row.update(_attempts_summary(rt.repo.attempts(epoch)))
         return row
@@ -336,10 +373,12 @@ def _attempts_summary(attempts: list[AttemptRecord]) -> dict[str, Any]:
 def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
     retained = rt.spec.checkpoint.retained if rt.spec.checkpoint else None
     below = rt.repo.retired_below()
+    released = released_line(rt)
     table = Table(
         title=f"checkpoints of {rt.name}",
         caption=f"checkpoint.retained = {retained}"
-        + (f"; epochs below {below} retired (savepoints kept)" if below else ""),
+        + (f"; epochs below {below} retired (savepoints kept)" if below else "")
+        + (f"\n{released}" if released else ""),
     )
     headers: tuple[str, ...] = (
         "epoch",
@@ -375,6 +414,10 @@ def checkpoint_table(rt: Runtime, rows: list[dict[str, Any]]) -> Table:
             saved += f" [dim](retracted by {r['rewound_by']})[/]"
         if r.get("rewind_pending_by") is not None:
             saved += f" [dim](rewind {r['rewind_pending_by']} will retract it)[/]"
+        if r.get("input_released"):
+            saved += " [dim](input files cleaned)[/]"
+        for remark in r.get("input_remarks") or ():
+            saved += f"\n[yellow]{escape(remark)}[/]"
         table.add_row(
             str(r["epoch"]),
             r["status"] + ok + saved,

@@ -14,6 +14,7 @@ from sluice.demo import render_click_files
 from sluice.protocol import RunRequest, run_epoch, run_until_drained, take_savepoint
 from sluice.protocol.release import released_summary
 from sluice.protocol.retention import delete_savepoint
+from sluice.report import checkpoint_rows, released_line
 from sluice.spec import parse_spec
 
 from tests.faults.crashing import crash_step
@@ -86,6 +87,12 @@ def test_a_savepoint_holds_its_files_until_it_is_deleted(
     assert keys(ws, "in") == NAMES[2:6]
     summary = released_summary(rt)
     assert summary["pending"] == [3, 4]  # retired epochs whose files wait for the savepoint
+    assert released_line(rt) == (
+        f"source files archived to {ws.uri('archive')}: 2 (input of epochs 1..2); epochs "
+        "3, 4 wait (a savepoint can replay them)"
+    )
+    rows = {r["epoch"]: r for r in checkpoint_rows(rt)}
+    assert rows[2].get("input_released") and not rows[5].get("input_released")
     delete_savepoint(rt, "keep")
     ws.put_files(FILES[6:7])
     assert run_epoch(rt, spark, max_units=1) is not None

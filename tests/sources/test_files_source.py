@@ -206,6 +206,36 @@ def test_new_files_land_between_epochs_of_a_real_pipeline(
     assert plan_epoch(runtime(spec)) == plan  # the stored plan, reused
 
 
+def test_a_changed_file_is_a_dead_letter_and_a_remark_in_the_history(
+    spark: Any, workspace: Workspace
+) -> None:
+    from sluice.report import checkpoint_rows, checkpoint_table
+    from sluice.sinks.files import read_rows
+    from sluice.storage import open_store
+
+    workspace.put_files([("a.jsonl", LINE)])
+    spec = click_spec(workspace)
+    assert run_epoch(runtime(spec), spark) is not None
+    workspace.put_files([("a.jsonl", LINE + LINE), ("b.jsonl", LINE)])
+    outcome = run_epoch(runtime(spec), spark)
+    assert outcome is not None
+    stats = outcome.checkpoint.result.stats
+    assert (stats.records_read, stats.accepted, stats.dead) == (2, 1, 1)  # b's line, a's report
+    dead = read_rows(open_store(spec.dead_letters.path), spec.dead_letters.format)
+    (letter,) = dead
+    assert (letter["file"], letter["line"], letter["reason_code"]) == ("a.jsonl", 0, "changed_file")
+    assert letter["reason"].startswith(f"the file changed after it was read (was {len(LINE)} bytes")
+    assert '"file": "a.jsonl"' in letter["raw"]
+    rt = runtime(spec)
+    rows = checkpoint_rows(rt)
+    detail = letter["reason"].split("(", 1)[1].split(")")[0]  # was ..., now ...
+    assert rows[1]["input_remarks"] == [
+        f"changed after it was read, not read again: a.jsonl ({detail})"
+    ]
+    assert "changed after it was read" in str(checkpoint_table(rt, rows).columns[1]._cells[1])
+    assert run_epoch(runtime(spec), spark) is None  # reported once
+
+
 # -- parsing (Spark) ------------------------------------------------------------------------
 
 

@@ -177,6 +177,12 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         how many objects were deleted. Default: nothing is stored, 0."""
         return 0
 
+    def remarks(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        """What a person should know of a stored range beyond its units, one line each (a
+        files source: the files found changed since they were read); the checkpoint history
+        shows them. Default: nothing."""
+        return ()
+
     @property
     def releases_input(self) -> bool:
         """Whether :meth:`release` does anything (a files source with ``clean_source``)."""

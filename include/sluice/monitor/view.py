@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.monitor.charts import age as _age
 from sluice.monitor.text import public_text, server_places
-from sluice.report import checkpoint_rows, pending_by_source, pending_units
+from sluice.report import checkpoint_rows, pending_by_source, pending_units, released_line
 
 if TYPE_CHECKING:
     from sluice.protocol import Runtime
@@ -221,6 +221,9 @@ def pipeline_view(
         extra = {"lag_error": f"{type(exc).__name__}: {exc}"}
     else:
         extra = {}
+    released = released_line(rt)  # clean_source: what went to the archive (or was deleted)
+    if released:
+        extra["released"] = public_text(released, server_places(rt.spec))
     checkpoint = rt.spec.checkpoint
     refusal = rt.repo.last_refusal()
     if refusal is not None:  # written by plan, perhaps by a version that named the storage

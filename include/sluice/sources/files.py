@@ -243,6 +243,14 @@ class FilesSource(Source[FilesOffset, FilesRange]):
     def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
         return tuple(range_data.get("files", ()))
 
+    def remarks(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        changed = [ChangedFile.from_dict(c) for c in range_data.get("changed", ())]
+        return tuple(
+            f"changed after it was read, not read again: {c.key} "
+            f"(was {c.was.describe()}, now {c.now.describe()})"
+            for c in changed
+        )
+
     def missing_units(self, rng: FilesRange) -> list[str]:
         if len(rng.files) <= 100:
             return [k for k in rng.files if not self.store.exists(k)]

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from sluice.storage import ObjectStore
@@ -60,8 +61,11 @@ class FileEntry(NamedTuple):
         return self.modified_ns == other.modified_ns
 
     def describe(self) -> str:
-        tag = f"etag {self.etag}" if self.etag else f"modified {self.modified_ns} ns"
-        return f"{self.size} bytes, {tag}"
+        """``72 bytes, etag 534e...`` (S3) or ``72 bytes, modified 2026-12-07T16:31:50.854584Z``."""
+        if self.etag:
+            return f"{self.size} bytes, etag {self.etag}"
+        moment = datetime.fromtimestamp(self.modified_ns // 1000 / 1e6, UTC)
+        return f"{self.size} bytes, modified {moment.isoformat().replace('+00:00', 'Z')}"
 
 
 def entry_of(info: Any) -> FileEntry:

@@ -236,6 +236,14 @@ class MultiSource(Source[MultiOffset, MultiRange]):
             for n, s in self.sources.items()
         )
 
+    def remarks(self, range_data: dict[str, Any]) -> tuple[str, ...]:
+        return tuple(
+            f"{name}: {line}"
+            for name, s in self.sources.items()
+            if (part := _stored_part(range_data, name))
+            for line in s.remarks(part)
+        )
+
     @property
     def releases_input(self) -> bool:
         return any(s.releases_input for s in self.sources.values())
