@@ -8,7 +8,7 @@ Contract:
 
 * ``plan_range(start, max_units)`` looks at what is available now and returns the range to
   read next (``None`` when nothing new). It may raise when the source can no longer honour
-  ``start`` (e.g. a file appeared behind the committed offset).
+  ``start`` (e.g. Kafka offsets the broker no longer holds).
 * ``read(spark, rng)`` is **deterministic**: the same range yields the same records, in the
   same positions, on every call — retries and replays depend on it.
 * Positions: every record has ``(_partition, _major, _line)``; within a partition records are
@@ -157,10 +157,9 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         return []
 
     def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
-        """The input units a stored range read, for a source that must remember them after
-        retention deletes the plan (files: to tell a new file behind the offset from a read
-        one). The protocol keeps what this returns, never looking inside a range itself.
-        Default: nothing to remember."""
+        """The input units a stored range read (files: their keys), for what the protocol
+        hands back to the source once no checkpoint can replay them (:meth:`release`); it
+        keeps what this returns, never looking inside a range itself. Default: none."""
         return ()
 
     def planning(self, epoch: int) -> Source[OffsetT, RangeT]:
