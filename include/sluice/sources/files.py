@@ -126,11 +126,12 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         keys = tuple(i.key for i in fresh)
         return FilesRange(start, keys, end, tuple(survey.changed), waiting)
 
-    def survey(self, start: FilesOffset) -> Survey:
+    def survey(self, start: FilesOffset, *, planning: bool = True) -> Survey:
         """The files listed now (or named by the store's events since ``start``) that
-        ``start`` has not read, and those changed since."""
+        ``start`` has not read, and those changed since. Not ``planning`` (a watcher asking
+        whether input waits), the events are enough even when a plan would list."""
         read = self.log.load(start.read)
-        found, listed, events = self._discover(start)
+        found, listed, events = self._discover(start, planning)
         age_cutoff = self._age_cutoff(start.newest_modified_ns)
         lowest = self._lowest_time(start.newest_time)
         new: list[ObjectInfo] = []
@@ -152,7 +153,9 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         new.sort(key=self._read_order)
         return Survey(read, new, sorted(changed, key=lambda c: c.key), listed, events)
 
-    def _discover(self, start: FilesOffset) -> tuple[list[ObjectInfo], bool, dict[int, int] | None]:
+    def _discover(
+        self, start: FilesOffset, planning: bool = True
+    ) -> tuple[list[ObjectInfo], bool, dict[int, int] | None]:
         """The candidate files: the listing (from the layout's start key), or, with
         notifications, the files the events since ``start`` name — a full listing when the
         events cannot tell (the first plan, the events retention deleted) and every
@@ -164,7 +167,8 @@ class FilesSource(Source[FilesOffset, FilesRange]):
 
         end = self.events.end_offsets()
         every = self.config.notifications.full_listing_every  # type: ignore[union-attr]
-        if start.events is not None and start.since_listing + 1 < every:
+        due = planning and start.since_listing + 1 >= every
+        if start.events is not None and not due:
             try:
                 happened = self.events.read(dict(start.events), end)
             except StoreEventsGone:
@@ -237,7 +241,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
     unit_name = "files"
 
     def pending_units(self, start: FilesOffset) -> int | None:
-        survey = self.survey(start)
+        survey = self.survey(start, planning=False)
         return len(survey.new) + len(survey.changed)
 
     def units_of(self, range_data: dict[str, Any]) -> tuple[str, ...]:
