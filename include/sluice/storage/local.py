@@ -130,19 +130,7 @@ class LocalObjectStore(ObjectStore):
             raise self._error(key, "unlink", exc) from exc
 
     def move(self, src: str, dst: str) -> None:
-        src_path, dst_path = self._path(src), self._path(dst)
-        if not src_path.is_file():
-            self._finish_or_fail_move(src, dst_path)
-            return
-        self._make_parents(dst, dst_path)
-        try:
-            os.replace(src_path, dst_path)
-        except FileNotFoundError:
-            self._finish_or_fail_move(src, dst_path)  # a concurrent move got there first
-            return
-        except OSError as exc:
-            raise self._error(src, f"move to {dst!r}", exc) from exc
-        self._fsync_dir(dst, dst_path.parent)
+        self._rename(src, self, dst)
 
     def info(self, key: str) -> ObjectInfo | None:
         try:
@@ -158,22 +146,28 @@ class LocalObjectStore(ObjectStore):
         if not isinstance(other, LocalObjectStore):
             super().move_to(src, other, dst)
             return
+        if not self._rename(src, other, dst):
+            super().move_to(src, other, dst)  # another file system: copy, then delete
+
+    def _rename(self, src: str, other: LocalObjectStore, dst: str) -> bool:
+        """``src`` renamed to ``dst`` of ``other`` (this store or another); False when
+        ``other`` is on another file system (nothing done)."""
         src_path, dst_path = self._path(src), other._path(dst)
         if not src_path.is_file():
             other._finish_or_fail_move(src, dst_path)
-            return
+            return True
         other._make_parents(dst, dst_path)
         try:
             os.replace(src_path, dst_path)
         except FileNotFoundError:
-            other._finish_or_fail_move(src, dst_path)
-            return
+            other._finish_or_fail_move(src, dst_path)  # a concurrent move got there first
+            return True
         except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise self._error(src, f"move to {other.uri(dst)!r}", exc) from exc
-            super().move_to(src, other, dst)  # another file system: copy, then delete
-            return
+            if exc.errno == errno.EXDEV and other is not self:
+                return False
+            raise self._error(src, f"move to {other.uri(dst)!r}", exc) from exc
         other._fsync_dir(dst, dst_path.parent)
+        return True
 
     def delete_prefix(self, prefix: str) -> int:
         """Delete every object under ``prefix``, then tidy the directories it leaves behind.
