@@ -108,8 +108,8 @@ def compress(data: bytes, codec: str) -> bytes:
         return bz2.compress(data)
     if codec == "zstd":
         return zstandard.ZstdCompressor(write_checksum=True).compress(data)
-    if codec == "lz4":
-        return lz4.frame.compress(data, content_checksum=True)
+    if codec == "lz4":  # python-lz4's default: linked blocks (the lz4 tool: independent)
+        return lz4.frame.compress(data, block_linked=True, content_checksum=True)
     if codec == "lz4-hadoop":
         return hadoop_lz4(data)
     raise ValueError(codec)
@@ -265,7 +265,11 @@ def test_concatenated_members_and_frames(spark: Any, local_workspace: Workspace)
         ("a.jsonl.gz", gzip.compress(first) + gzip.compress(second)),
         ("b.jsonl.bz2", bz2.compress(first) + bz2.compress(second)),
         ("c.jsonl.zst", compress(first, "zstd") + compress(second, "zstd")),
-        ("d.jsonl.lz4", compress(first, "lz4") + skippable + compress(second, "lz4")),
+        # the lz4 tool's default (independent blocks), then python-lz4's (linked)
+        (
+            "d.jsonl.lz4",
+            lz4.frame.compress(first, block_linked=False) + skippable + compress(second, "lz4"),
+        ),
     ]
     local_workspace.put_files([("plain.jsonl", JSONL), *files])
     cfg = config(local_workspace, "jsonl")
@@ -407,6 +411,8 @@ def test_every_cut_of_a_compressed_file_fails_or_reads_it_whole(
             rng.randrange(len(packed)) for _ in range(4)
         }
         files += [(f"{codec}-{cut:08d}.jsonl{suffix}", cut, packed[:cut]) for cut in sorted(cuts)]
+    files += [(f"{codec}-whole.jsonl{suffix}", 0, compress(data, codec)) for codec, suffix in
+              CODECS.items()]  # fmt: skip
     local_workspace.put_files([(key, body) for key, _, body in files])
     cfg = config(local_workspace, "jsonl")
     outcomes = {}
@@ -418,8 +424,12 @@ def test_every_cut_of_a_compressed_file_fails_or_reads_it_whole(
             assert "sluice: cannot read" in str(error), key
             outcomes[key] = "failed"
     assert not [k for k, v in outcomes.items() if v.startswith("SHORT")], outcomes
-    # what reads whole: bzip2 cut in its end-of-stream marker (all blocks there)
-    assert {k.split("-")[0] for k, v in outcomes.items() if v == "whole"} <= {"bzip2"}
+    assert [outcomes[f"{codec}-whole.jsonl{suffix}"] for codec, suffix in CODECS.items()] == [
+        "whole"
+    ] * len(CODECS)
+    # what reads whole cut: bzip2 cut in its end-of-stream marker (all blocks there)
+    cut_whole = {k.split("-")[0] for k, v in outcomes.items() if v == "whole" and "whole" not in k}
+    assert cut_whole <= {"bzip2"}
 
 
 # -- Avro and ORC ----------------------------------------------------------------------------

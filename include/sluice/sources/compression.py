@@ -117,8 +117,9 @@ def _zstd(data: bytes) -> Iterator[bytes]:
 
 def _lz4(data: bytes) -> Iterator[bytes]:
     """lz4 frames (the ``lz4`` tool, python-lz4), else Hadoop's lz4 block framing."""
-    if data[:4] == _LZ4_FRAME:
-        yield from _lz4_frames(data)
+    word = int.from_bytes(data[:4], "little")
+    if data[:4] == _LZ4_FRAME or (len(data) >= 4 and word & 0xFFFFFFF0 == 0x184D2A50):
+        yield from _lz4_frames(data)  # a frame, or a skippable frame before one
     else:
         yield from _hadoop_lz4(data)
 

@@ -8,7 +8,6 @@ import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.Locale;
 import java.util.zip.GZIPInputStream;
-import net.jpountz.lz4.LZ4FrameInputStream;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
@@ -50,8 +49,9 @@ import scala.runtime.AbstractFunction1;
  * {@link BZip2Codec}). Every other compressed file is read whole by one task, here: gzip
  * ({@link GZIPInputStream}, concatenated members too), bzip2 under another name (Hadoop's
  * codec), zstd (zstd-jni, which Spark ships; Hadoop's own codec needs native code), lz4 (the
- * frame format of the {@code lz4} tool and python-lz4 by lz4-java, or Hadoop's block framing,
- * what Spark writes, read with bounds checks: Hadoop's codec runs out of heap on a frame),
+ * frame format of the {@code lz4} tool and python-lz4, linked blocks too: {@link Lz4Frames};
+ * or Hadoop's block framing, what Spark writes, read with lz4-java and bounds checks: Hadoop's
+ * codec runs out of heap on a frame),
  * and plain files whose names say otherwise ({@code compression: none}). Lines end at
  * {@code \n} (Spark's {@code lineSep}), a UTF-8 byte-order mark before the first line is
  * dropped: as Spark's reader does.
@@ -286,6 +286,18 @@ public final class CompressedLines extends TextFileFormat {
     }
   }
 
+  /**
+   * {@code data} decompressed whole as {@code codec}, by the streams the reader uses (one Py4J
+   * call: the tests compare it with Python's codecs). Throws what the reader would.
+   */
+  public static byte[] decompress(String codec, byte[] data) throws IOException {
+    try (InputStream in =
+        decoded(codec, new BufferedInputStream(new java.io.ByteArrayInputStream(data)),
+            new Configuration(false))) {
+      return in.readAllBytes();
+    }
+  }
+
   /** {@code raw} decompressed as {@code codec}. */
   static InputStream decoded(String codec, InputStream raw, Configuration conf)
       throws IOException {
@@ -311,8 +323,9 @@ public final class CompressedLines extends TextFileFormat {
 
   /**
    * An lz4 stream: the frame format (magic {@code 04 22 4D 18}: the {@code lz4} tool,
-   * python-lz4's {@code lz4.frame}, concatenated and skippable frames too), else Hadoop's block
-   * framing (Spark's {@code compression: lz4} output).
+   * python-lz4's {@code lz4.frame}; linked or independent blocks, checksums checked,
+   * concatenated and skippable frames too), else Hadoop's block framing (Spark's {@code
+   * compression: lz4} output).
    */
   static InputStream lz4(InputStream raw) throws IOException {
     BufferedInputStream in =
@@ -321,9 +334,10 @@ public final class CompressedLines extends TextFileFormat {
     byte[] magic = new byte[4];
     int got = in.readNBytes(magic, 0, 4);
     in.reset();
-    if (got == 4 && (magic[0] & 0xff) == 0x04 && (magic[1] & 0xff) == 0x22
-        && (magic[2] & 0xff) == 0x4d && (magic[3] & 0xff) == 0x18) {
-      return new LZ4FrameInputStream(in);
+    int word = (magic[0] & 0xff) | (magic[1] & 0xff) << 8 | (magic[2] & 0xff) << 16
+        | (magic[3] & 0xff) << 24;
+    if (got == 4 && (word == Lz4Frames.MAGIC || (word & 0xFFFFFFF0) == 0x184D2A50)) {
+      return new Lz4Frames(in); // a frame, or a skippable frame before one
     }
     return new HadoopLz4(in);
   }
