@@ -78,6 +78,18 @@ def test_max_units_overrides_the_spec_cap(workspace: Workspace) -> None:
     assert uncapped is not None and len(uncapped.files) == 5
 
 
+def test_max_records_takes_whole_files_up_to_the_cap(workspace: Workspace) -> None:
+    import gzip
+
+    workspace.put_files([("a.jsonl", LINE * 3), ("b.jsonl.gz", gzip.compress(LINE * 2 + b"\n")),
+                         ("c.jsonl", LINE * 4)])  # fmt: skip
+    src = source(workspace, order="name")
+    first = src.plan_range(src.initial_offset(), None, max_records=5)
+    assert first is not None and first.files == ("a.jsonl", "b.jsonl.gz")  # 3 + 2 records
+    second = src.plan_range(first.end, None, max_records=1)
+    assert second is not None and second.files == ("c.jsonl",)  # at least one file
+
+
 def test_nothing_to_read(workspace: Workspace) -> None:
     src = source(workspace)
     assert src.plan_range(src.initial_offset(), None) is None

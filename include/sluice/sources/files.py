@@ -321,19 +321,11 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         return taken
 
     def count_records(self, key: str) -> int:
-        """Records in one file as the reader sees them: non-blank lines (minus a CSV header),
-        or the Parquet row count from the footer."""
-        import io
+        """Records in one file as the reader sees them (non-blank lines after decompression,
+        minus a CSV header; rows of a columnar file), counted on the planner."""
+        from sluice.sources.file_formats import count_records
 
-        data = self.store.get(key)
-        if self.config.format == "parquet":
-            import pyarrow.parquet as pq  # Parquet sources only (DAG parsing never counts)
-
-            return int(pq.ParquetFile(io.BytesIO(data)).metadata.num_rows)
-        lines = sum(1 for line in data.split(b"\n") if line.strip())
-        if self.config.format == "csv" and self.config.header and lines:
-            lines -= 1
-        return lines
+        return count_records(self.store, key, self.config)
 
     # -- offsets ------------------------------------------------------------------------
 
