@@ -65,6 +65,7 @@ def _body(root: Path, window: str, emit: str) -> dict[str, Any]:
             "path": str(root / "in"),
             "format": "jsonl",
             "partition_by": "directory",
+            "order": "name",  # FILE_ORDER: the files are written partition by partition
             "schema": dict(SCHEMA),
         },
         "event_time": dict(EVENT_TIME),

@@ -15,6 +15,7 @@ monotonic; the epochs j+1..k are "rewound" from then on.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sluice.contracts.records import (
     Checkpoint,
@@ -173,13 +174,22 @@ def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
     else:
         return None
     original = rt.repo.plan(candidate) if candidate is not None and candidate < plan.epoch else None
-    if original is None or original.start_offset != plan.start_offset:
+    if original is None or not _same_position(rt, original.start_offset, plan.start_offset):
         return None
     pinned = dict(original.tables)
     if any(lookup.name not in pinned for lookup in rt.spec.lookup):
         return None  # the replayed epoch had no such lookup
     tables = tuple((lk.name, pinned[lk.name]) for lk in rt.spec.lookup)
     return replace(plan, tables=tables, replays=original.epoch)
+
+
+def _same_position(rt: Runtime, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two stored offsets mark the same input read, as the source sees it (a files
+    source's sets of files read may be equal in objects written by different plans)."""
+    if a == b:
+        return True
+    first, second = rt.source.decode_offset(a), rt.source.decode_offset(b)
+    return not rt.source.is_before(first, second) and not rt.source.is_before(second, first)
 
 
 def _migration(rt: Runtime, stored: StateShape, epoch: int, allow: bool) -> StateMigration:
