@@ -18,9 +18,11 @@ import errno
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 from stat import S_ISREG
 from typing import Any
@@ -115,11 +117,10 @@ class LocalObjectStore(ObjectStore):
             raise self._error(prefix, "list", exc) from exc
         infos = [
             ObjectInfo(key, st.st_size, st.st_mtime_ns)
-            for key, _, st in files
+            for key, _, _, st in files
             if key.startswith(prefix) and (start_after is None or _after(key, start_after))
         ]
-        # a name whose bytes are not UTF-8 holds surrogates (os.walk): sorted by its bytes
-        return sorted(infos, key=lambda info: info.key.encode("utf-8", "surrogateescape"))
+        return _in_byte_order(infos)
 
     def delete(self, key: str) -> None:
         try:
@@ -205,9 +206,9 @@ class LocalObjectStore(ObjectStore):
         except OSError as exc:
             raise self._error(prefix, "list", exc) from exc
         directories: dict[Path, Stats] = {}
-        for key, path, st in found:
+        for key, folder, name, st in found:
             if key.startswith(prefix):
-                directories.setdefault(path.parent, {})[path.name] = (key, st)
+                directories.setdefault(Path(folder), {})[name] = (key, st)
         prints: dict[str, str] = {}
         for directory, stats in directories.items():
             prints.update(self._directory_fingerprints(directory, stats, prefix))
@@ -272,24 +273,35 @@ class LocalObjectStore(ObjectStore):
 
     def _walk_files(
         self, start: Path, after: str | None = None
-    ) -> Iterator[tuple[str, Path, os.stat_result]]:
-        """(key, path, stat) of every visible file under ``start``; hidden names are skipped,
-        and with ``after`` every folder whose keys all sort at or before it."""
-        for dirpath, dirnames, filenames in os.walk(start, onerror=_raise_unless_missing):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            if after is not None:
-                folder = self._key_of(Path(dirpath))
-                folder = "" if folder == "." else folder + "/"
-                dirnames[:] = [d for d in dirnames if not _all_before(folder + d + "/", after)]
-            for name in filenames:
+    ) -> Iterator[tuple[str, str, str, os.stat_result]]:
+        """(key, folder, name, stat) of every visible file under ``start``; hidden names are
+        skipped, and with ``after`` every folder whose keys all sort at or before it. Plain
+        strings and ``os.scandir`` (a million files: pathlib's parsing cost most of a walk);
+        symbolic links to folders are not followed (as ``os.walk``), to files they are."""
+        root = str(self.root)
+        folders = [str(start)]
+        while folders:
+            folder = folders.pop()
+            base = "" if folder == root else folder[len(root) + 1 :].replace(os.sep, "/") + "/"
+            try:
+                entries = list(os.scandir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone while we walked (or never there)
+            for entry in entries:
+                name = entry.name
                 if name.startswith("."):
                     continue
-                path = Path(dirpath, name)
                 try:
-                    st = path.stat()
+                    if entry.is_dir():
+                        if not entry.is_symlink() and (
+                            after is None or not _all_before(base + name + "/", after)
+                        ):
+                            folders.append(entry.path)
+                        continue
+                    st = entry.stat()
                 except FileNotFoundError:
                     continue  # deleted while we walked
-                yield self._key_of(path), path, st
+                yield base + name, folder, name, st
 
     def _directory_fingerprints(self, directory: Path, stats: Stats, prefix: str) -> dict[str, str]:
         """The fingerprints of ``stats`` (files of ``directory`` under ``prefix``), from the
@@ -361,6 +373,17 @@ class LocalObjectStore(ObjectStore):
         return StorageError(self.uri(key), f"{action} failed: {exc.strerror or exc}")
 
 
+def _in_byte_order(infos: list[ObjectInfo]) -> list[ObjectInfo]:
+    """``infos`` by their keys' bytes: code point order is UTF-8's byte order, except for the
+    surrogates a name whose bytes are not UTF-8 holds (``os.scandir``), sorted by its bytes."""
+    if all(i.key.isascii() or not _SURROGATE.search(i.key) for i in infos):
+        return sorted(infos, key=attrgetter("key"))
+    return sorted(infos, key=lambda info: _raw(info.key))
+
+
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def _raw(key: str) -> bytes:
     return key.encode("utf-8", "surrogateescape")
 
@@ -374,12 +397,6 @@ def _all_before(folder: str, start_after: str) -> bool:
     """Every key under ``folder`` (``a/b/``) sorts at or before ``start_after``: the folder
     sorts before it and is not a prefix of it."""
     return _raw(folder) < _raw(start_after) and not start_after.startswith(folder)
-
-
-def _raise_unless_missing(exc: OSError) -> None:
-    """os.walk error hook: a missing directory is an empty listing, anything else fails."""
-    if not isinstance(exc, FileNotFoundError | NotADirectoryError):
-        raise exc
 
 
 def _is_companion(name: str) -> bool:
