@@ -23,12 +23,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sluice.bulk import paused_gc
 from sluice.contracts.sources import Source, SourceRange
 from sluice.jvm.context import context_cache
 from sluice.sources.exceptions import ChangedFiles, PlannedFilesGone, UnreadableFileNames
 from sluice.sources.file_listing import FileFilter
 from sluice.sources.files_offsets import ChangedFile, FilesOffset, FilesRange
-from sluice.sources.files_read import FileEntry, ReadLog, entry_of
+from sluice.sources.files_read import FileEntry, ReadLog, Stored, entry_of, same_content
 from sluice.spec.components.files_source import FilesSourceConfig
 from sluice.storage import ObjectInfo, ObjectStore, key_problem, to_spark_uri
 
@@ -45,7 +46,7 @@ class Survey:
     how they were found: ``listed`` (a listing), ``events`` (the notifications topic's end
     offsets taken before looking; None without notifications)."""
 
-    read: dict[str, FileEntry]
+    read: dict[str, Stored]
     new: list[ObjectInfo]
     changed: list[ChangedFile]
     listed: bool = True
@@ -132,6 +133,18 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         whether input waits), the events are enough even when a plan would list."""
         read = self.log.load(start.read)
         found, listed, events = self._discover(start, planning)
+        with paused_gc():
+            return self._compare(start, read, found, listed, events)
+
+    def _compare(
+        self,
+        start: FilesOffset,
+        read: dict[str, Stored],
+        found: list[ObjectInfo],
+        listed: bool,
+        events: dict[int, int] | None,
+    ) -> Survey:
+        """What in ``found`` is new to ``read`` (and not too old), and what changed."""
         age_cutoff = self._age_cutoff(start.newest_modified_ns)
         lowest = self._lowest_time(start.newest_time)
         new: list[ObjectInfo] = []
@@ -142,8 +155,8 @@ class FilesSource(Source[FilesOffset, FilesRange]):
             was = read.get(info.key)
             if was is not None:
                 now = entry_of(info)
-                if not was.same_content(now):
-                    changed.append(ChangedFile(info.key, was, now))
+                if not same_content(was, now):
+                    changed.append(ChangedFile(info.key, FileEntry._make(was), now))
                 continue
             if age_cutoff is not None and info.modified_ns < age_cutoff:
                 continue  # older than max_file_age before the newest file read
@@ -202,8 +215,8 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         age_cutoff = self._age_cutoff(newest)
         lowest = self._lowest_time(newest_time)
 
-        def keep(key: str, entry: FileEntry) -> bool:
-            if age_cutoff is not None and entry.modified_ns < age_cutoff:
+        def keep(key: str, entry: Stored) -> bool:
+            if age_cutoff is not None and entry[1] < age_cutoff:
                 return False
             return lowest is None or (self._time_of(key) or 0) >= lowest
 
@@ -288,7 +301,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
                 released += int(archived)
                 continue
             was = entries.get(key)
-            if was is not None and not was.same_content(entry_of(now)):
+            if was is not None and not same_content(was, entry_of(now)):
                 continue
             if clean.mode == "archive":
                 self.store.move_to(key, self._archive(), key)

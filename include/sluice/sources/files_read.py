@@ -33,9 +33,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from sluice.bulk import paused_gc
 from sluice.storage import ObjectStore
 
-__all__ = ["DELTAS_PER_BASE", "FileEntry", "ReadLog", "ReadSet", "entry_of"]
+__all__ = [
+    "DELTAS_PER_BASE",
+    "FileEntry",
+    "ReadLog",
+    "ReadSet",
+    "Stored",
+    "entry_of",
+    "same_content",
+]
 
 DELTAS_PER_BASE = 10  # a base, then up to nine deltas; the tenth plan writes a new base
 _FORMAT = "sluice-files-read"
@@ -49,16 +58,10 @@ class FileEntry(NamedTuple):
     modified_ns: int
     etag: str  # S3's ETag; "" on local disk, where the modification time stands for it
 
-    def same_content(self, other: FileEntry) -> bool:
-        """Whether ``other`` (a later listing of the same name) is still the file read:
-        same size and ETag (S3; a re-upload of the same bytes is the same file), or same size
-        and modification time where there is no ETag (local disk: a touch counts as a
-        change)."""
-        if self.size != other.size:
-            return False
-        if self.etag or other.etag:
-            return self.etag == other.etag
-        return self.modified_ns == other.modified_ns
+    def same_content(self, other: Stored) -> bool:
+        """Whether ``other`` (a later listing of the same name) is still the file read
+        (:func:`same_content`)."""
+        return same_content(self, other)
 
     def describe(self) -> str:
         """``72 bytes, etag 534e...`` (S3) or ``72 bytes, modified 2026-12-07T16:31:50.854584Z``."""
@@ -66,6 +69,22 @@ class FileEntry(NamedTuple):
             return f"{self.size} bytes, etag {self.etag}"
         moment = datetime.fromtimestamp(self.modified_ns // 1000 / 1e6, UTC)
         return f"{self.size} bytes, modified {moment.isoformat().replace('+00:00', 'Z')}"
+
+
+# A loaded set keeps each file as a plain (size, modified_ns, etag) tuple: a million
+# FileEntry objects cost seconds to build, the tuples a few hundred milliseconds.
+Stored = tuple[int, int, str]
+
+
+def same_content(was: Stored, now: Stored) -> bool:
+    """Whether ``now`` (a later listing of the same name) is still the file ``was`` read:
+    same size and ETag (S3; a re-upload of the same bytes is the same file), or same size and
+    modification time where there is no ETag (local disk: a touch counts as a change)."""
+    if was[0] != now[0]:
+        return False
+    if was[2] or now[2]:
+        return was[2] == now[2]
+    return was[1] == now[1]
 
 
 def entry_of(info: Any) -> FileEntry:
@@ -94,7 +113,7 @@ class ReadSet:
         return cls(data.get("base"), tuple(data.get("deltas", ())), int(data.get("files", 0)))
 
 
-Entries = dict[str, FileEntry]
+Entries = dict[str, Stored]
 
 
 class ReadLog:
@@ -120,8 +139,8 @@ class ReadLog:
         epoch: int,
         ref: ReadSet,
         read: Entries,
-        added: Mapping[str, FileEntry],
-        keep: Callable[[str, FileEntry], bool],
+        added: Mapping[str, Stored],
+        keep: Callable[[str, Stored], bool],
     ) -> ReadSet:
         """The set ``read`` (what ``ref`` names, loaded) plus ``added``, stored by the plan of
         ``epoch``: a delta, or a new base (of the entries ``keep`` accepts) once ``ref`` has
@@ -149,29 +168,33 @@ class ReadLog:
     def _object(self, key: str) -> Entries:
         found = self._loaded.get(key)
         if found is None:
-            found = self._loaded[key] = _decode(self.store.uri(key), self.store.get(key))
+            data = self.store.get(key)
+            with paused_gc():
+                found = self._loaded[key] = _decode(self.store.uri(key), data)
         return found
 
-    def _put(self, epoch: int, kind: str, entries: Mapping[str, FileEntry]) -> str:
-        data = _encode(entries)
+    def _put(self, epoch: int, kind: str, entries: Mapping[str, Stored]) -> str:
+        with paused_gc():
+            data = _encode(entries)
         key = f"{self.prefix}{epoch:012d}-{kind}-{hashlib.sha256(data).hexdigest()[:16]}.json.gz"
         self.store.put(key, data)  # the same name always holds the same bytes
         self._loaded[key] = dict(entries)
         return key
 
 
-def _encode(entries: Mapping[str, FileEntry]) -> bytes:
+def _encode(entries: Mapping[str, Stored]) -> bytes:
     keys = sorted(entries)
     body = {
         "format": _FORMAT,
         "version": 1,
         "keys": keys,
-        "sizes": [entries[k].size for k in keys],
-        "modified_ns": [entries[k].modified_ns for k in keys],
-        "etags": [entries[k].etag for k in keys],
+        "sizes": [entries[k][0] for k in keys],
+        "modified_ns": [entries[k][1] for k in keys],
+        "etags": [entries[k][2] for k in keys],
     }
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    return gzip.compress(text.encode("utf-8", "surrogateescape"), compresslevel=6, mtime=0)
+    # level 1: a million files compress in a fifth of level 6's time, 6% larger
+    return gzip.compress(text.encode("utf-8", "surrogateescape"), compresslevel=1, mtime=0)
 
 
 def _decode(uri: str, data: bytes) -> Entries:
@@ -181,7 +204,9 @@ def _decode(uri: str, data: bytes) -> Entries:
         body = json.loads(gzip.decompress(data).decode("utf-8", "surrogateescape"))
         if body.get("format") != _FORMAT or body.get("version") != 1:
             raise ValueError(f"not a set of files read: {body.get('format')!r}")
-        fields = zip(body["keys"], body["sizes"], body["modified_ns"], body["etags"], strict=True)
-        return {k: FileEntry(int(s), int(m), str(e)) for k, s, m, e in fields}
+        keys, sizes, times, etags = body["keys"], body["sizes"], body["modified_ns"], body["etags"]
+        if not len(keys) == len(sizes) == len(times) == len(etags):
+            raise ValueError("its columns differ in length")
+        return dict(zip(keys, zip(sizes, times, etags, strict=True), strict=True))
     except (OSError, EOFError, ValueError, KeyError, TypeError) as exc:
         raise CorruptObject(uri, str(exc), "set of files read") from exc

@@ -27,6 +27,7 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
+from sluice.bulk import paused_gc
 from sluice.storage.base import ObjectInfo, ObjectStore
 from sluice.storage.exceptions import ObjectAlreadyExists, ObjectNotFound, StorageError
 
@@ -111,16 +112,17 @@ class LocalObjectStore(ObjectStore):
     def list(self, prefix: str = "", start_after: str | None = None) -> list[ObjectInfo]:
         """``start_after``: folders whose every key sorts at or before it are not walked."""
         self._check_prefix(prefix)
-        try:
-            files = list(self._walk_files(self._dir_of(prefix), start_after))
-        except OSError as exc:
-            raise self._error(prefix, "list", exc) from exc
-        infos = [
-            ObjectInfo(key, st.st_size, st.st_mtime_ns)
-            for key, _, _, st in files
-            if key.startswith(prefix) and (start_after is None or _after(key, start_after))
-        ]
-        return _in_byte_order(infos)
+        with paused_gc():  # a folder of a million files: a million infos
+            try:
+                files = list(self._walk_files(self._dir_of(prefix), start_after))
+            except OSError as exc:
+                raise self._error(prefix, "list", exc) from exc
+            infos = [
+                ObjectInfo(key, st.st_size, st.st_mtime_ns)
+                for key, _, _, st in files
+                if key.startswith(prefix) and (start_after is None or _after(key, start_after))
+            ]
+            return _in_byte_order(infos)
 
     def delete(self, key: str) -> None:
         try:

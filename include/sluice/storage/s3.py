@@ -18,6 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sluice.bulk import paused_gc
 from sluice.storage.base import ObjectInfo, ObjectStore, key_problem
 from sluice.storage.exceptions import (
     InvalidKey,
@@ -157,13 +158,14 @@ class S3ObjectStore(ObjectStore):
         checked again here."""
         self._check_prefix(prefix)
         after = None if start_after is None else start_after.encode()
-        infos = [
-            ObjectInfo(key, size, modified, etag.strip('"'))
-            for key, size, etag, modified in self._list_objects(prefix, start_after)
-            if key_problem(key) is None  # directory markers ("a/") and hidden names
-            and (after is None or key.encode() > after)
-        ]
-        return sorted(infos, key=lambda info: info.key.encode())
+        with paused_gc():  # a prefix of a million objects: a million infos
+            infos = [
+                ObjectInfo(key, size, modified, etag.strip('"'))
+                for key, size, etag, modified in self._list_objects(prefix, start_after)
+                if key_problem(key) is None  # directory markers ("a/") and hidden names
+                and (after is None or key.encode() > after)
+            ]
+            return sorted(infos, key=lambda info: info.key.encode())
 
     def fingerprints(self, prefix: str) -> dict[str, str]:
         """The server's ETag (an MD5 of the content, or of its parts): one LIST, no download."""
