@@ -70,6 +70,30 @@ def spec_problems(
     return found
 
 
+def _nested(cls: type[Described], path: tuple[Any, ...]) -> type[Described] | None:
+    """The config class at ``path`` inside ``cls`` (``cls`` itself for an empty path), when
+    each step is a field holding one (None: a list, a mapping, a plain value)."""
+    import typing
+
+    current: Any = cls
+    for part in path:
+        fields = getattr(current, "model_fields", None)
+        if not isinstance(part, str) or fields is None or part not in fields:
+            return None
+        candidates = [fields[part].annotation]
+        found = None
+        while candidates:
+            kind = candidates.pop()
+            if isinstance(kind, type) and hasattr(kind, "required") and hasattr(kind, "unknown"):
+                found = kind
+                break
+            candidates += list(typing.get_args(kind))
+        if found is None:
+            return None
+        current = found
+    return current if hasattr(current, "required") else None
+
+
 def _convert(
     error: Any, field: str, loc: tuple[Any, ...], cls: type[Described]
 ) -> list[SpecProblem]:
@@ -84,10 +108,11 @@ def _convert(
     if kind == PROBLEM:
         return [SpecProblem(where, ctx["problem"], ctx.get("fix", ""))]
     key = str(loc[-1]) if loc else ""
-    if kind == "missing" and len(loc) == 1:
-        return [SpecProblem(where, *cls.required(key))]
-    if kind == "extra_forbidden" and len(loc) == 1:
-        return [SpecProblem(where, *cls.unknown(key))]
+    owner = _nested(cls, loc[:-1])  # a field of a config inside the config (layout.lookback)
+    if kind == "missing" and owner is not None:
+        return [SpecProblem(where, *owner.required(key))]
+    if kind == "extra_forbidden" and owner is not None:
+        return [SpecProblem(where, *owner.unknown(key))]
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         got = "nothing" if error["input"] is None else type(error["input"]).__name__
         return [SpecProblem(where, f"expected a mapping, got {got}", "see README 'Spec'")]

@@ -234,11 +234,11 @@ class FilesSourceConfig(SourceConfig):
 
 
 def _inside(archive: str, path: str) -> bool:
-    """Whether ``archive`` is a visible folder under ``path`` (a hidden one is never listed)."""
-    root = path.rstrip("/") + "/"
-    if not archive.rstrip("/").startswith(root.rstrip("/")):
-        return False
-    rest = archive[len(root) :].strip("/") if archive.startswith(root) else ""
-    if not archive.startswith(root):  # archive == path
+    """Whether ``archive`` is ``path`` or a visible folder under it (a hidden one, such as
+    ``path/_archive``, is never listed)."""
+    root, folder = path.rstrip("/"), archive.rstrip("/")
+    if folder == root:
         return True
-    return not any(part.startswith(("_", ".")) for part in rest.split("/") if part)
+    if not folder.startswith(root + "/"):
+        return False
+    return not any(p.startswith(("_", ".")) for p in folder[len(root) + 1 :].split("/") if p)
