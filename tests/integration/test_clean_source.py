@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 from sluice.demo import render_click_files
+from sluice.monitor.pages import render_pipeline
+from sluice.monitor.view import pipeline_view
 from sluice.protocol import RunRequest, run_epoch, run_until_drained, take_savepoint
 from sluice.protocol.release import released_summary
 from sluice.protocol.retention import delete_savepoint
@@ -93,6 +95,10 @@ def test_a_savepoint_holds_its_files_until_it_is_deleted(
     )
     rows = {r["epoch"]: r for r in checkpoint_rows(rt)}
     assert rows[2].get("input_released") and not rows[5].get("input_released")
+    page = render_pipeline(pipeline_view(rt, "sluice__cleaned"), can_act=False)
+    assert '<div class="sub" id="released">source files archived to' in page
+    assert "epochs 3, 4 wait (a savepoint can replay them)" in page
+    assert page.count("input files cleaned") == 1  # epoch 2, the savepoint's (1 is retired)
     delete_savepoint(rt, "keep")
     ws.put_files(FILES[6:7])
     assert run_epoch(rt, spark, max_units=1) is not None
