@@ -397,6 +397,7 @@ def test_a_damaged_file_fails_even_when_the_session_skips_corrupt_files(
     assert "not an lz4 file" in str(info.value)
 
 
+@pytest.mark.extended  # ~45 s: a sweep over every cut; one cut per codec is in make test above
 def test_every_cut_of_a_compressed_file_fails_or_reads_it_whole(
     spark: Any, local_workspace: Workspace
 ) -> None:
