@@ -41,8 +41,8 @@ __all__ = ["FilesOffset", "FilesRange", "FilesSource"]
 
 @dataclass(frozen=True)
 class Survey:
-    """What a listing (or the store's events) holds beyond an offset: the files read
-    (loaded), the new files in read order, the files found changed since they were read, and
+    """What a listing (or the store's events) holds beyond an offset: the files read (the
+    whole set after a listing, the entries of the events' files otherwise), the new files in read order, the files found changed since they were read, and
     how they were found: ``listed`` (a listing), ``events`` (the notifications topic's end
     offsets taken before looking; None without notifications)."""
 
@@ -131,8 +131,11 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         """The files listed now (or named by the store's events since ``start``) that
         ``start`` has not read, and those changed since. Not ``planning`` (a watcher asking
         whether input waits), the events are enough even when a plan would list."""
-        read = self.log.load(start.read)
         found, listed, events = self._discover(start, planning)
+        if listed:
+            read = self.log.load(start.read)
+        else:  # the events' few names: the set's entries for them, the base seldom loaded
+            read = self.log.lookup(start.read, [info.key for info in found])
         with paused_gc():
             return self._compare(start, read, found, listed, events)
 
@@ -292,7 +295,7 @@ class FilesSource(Source[FilesOffset, FilesRange]):
         clean = self.config.clean_source
         if clean is None:
             return 0
-        entries = self.log.load(FilesOffset.from_dict(latest).read) if latest else {}
+        entries = self.log.lookup(FilesOffset.from_dict(latest).read, units) if latest else {}
         released = 0
         for key in units:
             now = self.store.info(key)

@@ -20,14 +20,24 @@ those no kept offset names (:meth:`ReadLog.forget`).
 
 Each file is remembered with its size, modification time and ETag, so a file that changes
 after it was read (same name, other size or content) is told apart from one already read.
+
+Beside each base lies its **key index** (``<base name>.keys``): the 64-bit hashes of its file
+names, sorted, 8 bytes a file. A plan that discovers files through the store's events asks
+about a hundred names, not a million: :meth:`ReadLog.lookup` reads the deltas and the index,
+and loads the base only when a name's hash is in it (a file read before, or a collision, about
+one in 10^11 per name at a million files). A base without its index (a crash between the two
+writes) is loaded whole, as a listing's plan always does.
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import hashlib
 import json
 import re
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,7 +58,8 @@ __all__ = [
 
 DELTAS_PER_BASE = 10  # a base, then up to nine deltas; the tenth plan writes a new base
 _FORMAT = "sluice-files-read"
-_NAME = re.compile(r"^(\d{12})-(base|delta)-[0-9a-f]{16}\.json\.gz$")
+_INDEX_MAGIC = b"sluice-files-read-keys-1\n"
+_NAME = re.compile(r"^(\d{12})-(base|delta)-[0-9a-f]{16}\.(json\.gz|keys)$")
 
 
 class FileEntry(NamedTuple):
@@ -125,14 +136,38 @@ class ReadLog:
         self.store = store
         self.prefix = prefix if prefix.endswith("/") else prefix + "/"
         self._loaded: dict[str, Entries] = {}
+        self._indexes: dict[str, array[int] | None] = {}
 
     def load(self, ref: ReadSet) -> Entries:
         """The set ``ref`` names: the base, then each delta over it in order."""
         entries: Entries = {}
         for key in ref.objects:
             entries.update(self._object(key))
-        self._loaded = {key: self._loaded[key] for key in ref.objects}  # keep only these
+        self._keep(ref)
         return entries
+
+    def lookup(self, ref: ReadSet, keys: Iterable[str]) -> Entries:
+        """The entries the set ``ref`` holds for ``keys`` (exactly those of :meth:`load`,
+        restricted to ``keys``), reading the base only when its key index says one of them
+        may be in it."""
+        wanted = set(keys)
+        found: Entries = {}
+        if ref.base is not None and wanted:
+            index = self._index(ref.base)
+            if index is None or any(_indexed(index, key) for key in wanted):
+                base = self._object(ref.base)
+                found.update((key, base[key]) for key in wanted if key in base)
+        for name in ref.deltas:
+            delta = self._object(name)
+            found.update((key, delta[key]) for key in wanted if key in delta)
+        self._keep(ref)
+        return found
+
+    def _keep(self, ref: ReadSet) -> None:
+        """Forget the loaded objects ``ref`` does not name (a warm process moves on)."""
+        names = set(ref.objects)
+        self._loaded = {k: v for k, v in self._loaded.items() if k in names}
+        self._indexes = {k: v for k, v in self._indexes.items() if k == ref.base}
 
     def write(
         self,
@@ -142,13 +177,15 @@ class ReadLog:
         added: Mapping[str, Stored],
         keep: Callable[[str, Stored], bool],
     ) -> ReadSet:
-        """The set ``read`` (what ``ref`` names, loaded) plus ``added``, stored by the plan of
-        ``epoch``: a delta, or a new base (of the entries ``keep`` accepts) once ``ref`` has
-        :data:`DELTAS_PER_BASE` - 1 deltas."""
-        count = len(read) + sum(1 for key in added if key not in read)
+        """The set ``ref`` names plus ``added``, stored by the plan of ``epoch``: a delta, or
+        a new base (of the entries ``keep`` accepts) once ``ref`` has
+        :data:`DELTAS_PER_BASE` - 1 deltas. ``read`` holds at least the entries of ``ref``
+        for the keys of ``added`` (:meth:`load` or :meth:`lookup`)."""
+        count = ref.files + sum(1 for key in added if key not in read)
         if len(ref.deltas) + 1 < DELTAS_PER_BASE and ref.base is not None:
             key = self._put(epoch, "delta", added)
             return ReadSet(ref.base, (*ref.deltas, key), count)
+        read = self.load(ref)  # a new base holds the whole set
         merged = {k: e for k, e in {**read, **added}.items() if keep(k, e)}
         return ReadSet(self._put(epoch, "base", merged), (), len(merged))
 
@@ -156,12 +193,14 @@ class ReadLog:
         """Delete the objects written by plans of epochs up to ``through`` that no set in
         ``kept`` names (a plan still being written has a higher epoch); returns how many."""
         names = {key for ref in kept for key in ref.objects}
+        names |= {_index_name(ref.base) for ref in kept if ref.base}
         deleted = 0
         for info in self.store.list(self.prefix):
             match = _NAME.match(info.key[len(self.prefix) :])
             if match and int(match.group(1)) <= through and info.key not in names:
                 self.store.delete(info.key)
                 self._loaded.pop(info.key, None)
+                self._indexes.pop(info.key, None)
                 deleted += 1
         return deleted
 
@@ -173,13 +212,72 @@ class ReadLog:
                 found = self._loaded[key] = _decode(self.store.uri(key), data)
         return found
 
+    def _index(self, base: str) -> array[int] | None:
+        """The base's key index, or None where it was never written."""
+        if base not in self._indexes:
+            from sluice.storage import ObjectNotFound
+
+            name = _index_name(base)
+            try:
+                data = self.store.get(name)
+            except ObjectNotFound:
+                self._indexes[base] = None
+            else:
+                self._indexes[base] = _decode_index(self.store.uri(name), data)
+        return self._indexes[base]
+
     def _put(self, epoch: int, kind: str, entries: Mapping[str, Stored]) -> str:
         with paused_gc():
             data = _encode(entries)
         key = f"{self.prefix}{epoch:012d}-{kind}-{hashlib.sha256(data).hexdigest()[:16]}.json.gz"
+        if kind == "base":  # its index first: a base is never without one but after a crash
+            index = _key_index(entries)
+            self.store.put(_index_name(key), _encode_index(index))
+            self._indexes[key] = index
         self.store.put(key, data)  # the same name always holds the same bytes
         self._loaded[key] = dict(entries)
         return key
+
+
+def _index_name(base: str) -> str:
+    return base.removesuffix(".json.gz") + ".keys"
+
+
+def _key_hash(key: str) -> int:
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogateescape"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def _key_index(entries: Iterable[str]) -> array[int]:
+    """The sorted 64-bit hashes of ``entries``' names."""
+    return array("Q", sorted(_key_hash(key) for key in entries))
+
+
+def _indexed(index: array[int], key: str) -> bool:
+    """Whether ``key``'s hash is in the sorted ``index``."""
+    value = _key_hash(key)
+    at = bisect.bisect_left(index, value)
+    return at < len(index) and index[at] == value
+
+
+def _encode_index(index: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        index = array("Q", index)
+        index.byteswap()
+    return _INDEX_MAGIC + index.tobytes()  # little-endian unsigned 64-bit integers
+
+
+def _decode_index(uri: str, data: bytes) -> array[int]:
+    from sluice.storage import CorruptObject
+
+    body = data[len(_INDEX_MAGIC) :]
+    if not data.startswith(_INDEX_MAGIC) or len(body) % 8:
+        raise CorruptObject(uri, "not a key index of a set of files read", "key index")
+    index = array("Q")
+    index.frombytes(body)
+    if sys.byteorder == "big":
+        index.byteswap()
+    return index
 
 
 def _encode(entries: Mapping[str, Stored]) -> bytes:
