@@ -310,3 +310,26 @@ def test_s3_options_from_env_prefers_the_s3_specific_endpoint() -> None:
 
     assert S3Options.from_env(env) == S3Options("http://s3:2", "eu-west-1")
     assert S3Options.from_env({}) == S3Options()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-12-07T16:31:50.854Z",  # a listing's LastModified
+        "2026-12-07T16:31:50Z",
+        "2026-12-07T16:31:50.854000+00:00",
+        "Mon, 07 Dec 2026 16:31:50 GMT",  # a HEAD's Last-Modified header
+        "1765125110",  # epoch seconds
+    ],
+)
+def test_the_clients_timestamp_parser_reads_as_botocores(text: str) -> None:
+    """make_s3_client parses timestamps with the standard library where it can (a listing's
+    LastModified through dateutil was most of a million-key listing's time): same moments."""
+    from botocore.utils import parse_timestamp
+    from sluice.storage.s3 import _timestamp
+
+    ours = _timestamp(text)
+    assert ours == parse_timestamp(text) and ours.utcoffset() is not None
+    client = make_s3_client(endpoint_url="http://127.0.0.1:1")
+    parser = client._endpoint._response_parser_factory.create_parser("rest-xml")
+    assert parser._timestamp_parser is _timestamp

@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.utils import parse_timestamp
 
 from sluice.bulk import paused_gc
 from sluice.storage.base import ObjectInfo, ObjectStore, key_problem
@@ -65,7 +66,22 @@ def make_s3_client(
         read_timeout=read_timeout_s,
     )
     region = region or S3Options.from_env().region or session.region_name or DEFAULT_REGION
+    # A listing's LastModified through dateutil costs more than the rest of its parsing (57%
+    # of a million-key listing's time): ISO 8601 is parsed by the standard library instead.
+    parsers = session._session.get_component("response_parser_factory")
+    parsers.set_parser_defaults(timestamp_parser=_timestamp)
     return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def _timestamp(value: str) -> datetime:
+    """botocore's timestamp parser for this client: ``2026-12-07T16:31:50.854Z`` (listings)
+    by :meth:`datetime.fromisoformat`, anything else (``Mon, 07 Dec 2026 16:31:50 GMT`` in
+    headers, epoch seconds) by botocore's own; always aware, UTC when the text names no zone."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        moment = parse_timestamp(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class S3ObjectStore(ObjectStore):
