@@ -42,9 +42,10 @@ __all__ = ["FilesOffset", "FilesRange", "FilesSource"]
 @dataclass(frozen=True)
 class Survey:
     """What a listing (or the store's events) holds beyond an offset: the files read (the
-    whole set after a listing, the entries of the events' files otherwise), the new files in read order, the files found changed since they were read, and
-    how they were found: ``listed`` (a listing), ``events`` (the notifications topic's end
-    offsets taken before looking; None without notifications)."""
+    whole set after a listing, the entries of the events' files otherwise), the new files in
+    read order, the files found changed since they were read, and how they were found:
+    ``listed`` (a listing), ``events`` (the notifications topic's end offsets taken before
+    looking; None without notifications)."""
 
     read: dict[str, Stored]
     new: list[ObjectInfo]
