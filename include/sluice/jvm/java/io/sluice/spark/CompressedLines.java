@@ -348,44 +348,19 @@ public final class CompressedLines extends TextFileFormat {
    * until the raw length is produced. Lengths out of range are corruption, never an
    * allocation.
    */
-  static final class HadoopLz4 extends InputStream {
+  static final class HadoopLz4 extends BlockStream {
     private final InputStream in;
     private static final net.jpountz.lz4.LZ4Compressor BOUND =
         net.jpountz.lz4.LZ4Factory.fastestJavaInstance().fastCompressor();
     private final net.jpountz.lz4.LZ4SafeDecompressor lz4 =
         net.jpountz.lz4.LZ4Factory.fastestJavaInstance().safeDecompressor();
-    private byte[] block = new byte[0];
-    private int pos;
-    private int limit;
 
     HadoopLz4(InputStream in) {
       this.in = in;
     }
 
     @Override
-    public int read() throws IOException {
-      byte[] one = new byte[1];
-      int n = read(one, 0, 1);
-      return n < 0 ? -1 : one[0] & 0xff;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      if (len == 0) {
-        return 0;
-      }
-      while (pos == limit) {
-        if (!nextBlock()) {
-          return -1;
-        }
-      }
-      int n = Math.min(len, limit - pos);
-      System.arraycopy(block, pos, b, off, n);
-      pos += n;
-      return n;
-    }
-
-    private boolean nextBlock() throws IOException {
+    protected boolean nextBlock() throws IOException {
       byte[] header = new byte[4];
       int got = in.readNBytes(header, 0, 4);
       if (got == 0) {
@@ -400,8 +375,8 @@ public final class CompressedLines extends TextFileFormat {
             "not an lz4 file: neither an lz4 frame nor Hadoop's lz4 block framing (a block of "
                 + Integer.toUnsignedString(raw) + " bytes)");
       }
-      if (block.length < raw) {
-        block = new byte[raw];
+      if (buffer.length < raw) {
+        buffer = new byte[raw];
       }
       int produced = 0;
       while (produced < raw) {
@@ -419,7 +394,7 @@ public final class CompressedLines extends TextFileFormat {
         if (data.length < compressed) {
           throw new IOException("lz4 (Hadoop framing): truncated chunk");
         }
-        produced += lz4.decompress(data, 0, compressed, block, produced, raw - produced);
+        produced += lz4.decompress(data, 0, compressed, buffer, produced, raw - produced);
       }
       pos = 0;
       limit = raw;

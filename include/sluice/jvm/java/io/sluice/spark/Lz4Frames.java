@@ -22,7 +22,7 @@ import net.jpountz.xxhash.XXHashFactory;
  * small decoder here, whose every length and offset is checked against the buffers: damaged
  * input throws, it never reads or writes out of bounds.
  */
-final class Lz4Frames extends InputStream {
+final class Lz4Frames extends BlockStream {
   static final int MAGIC = 0x184D2204;
   private static final int WINDOW = 64 * 1024;
   private static final LZ4SafeDecompressor LZ4 = LZ4Factory.fastestInstance().safeDecompressor();
@@ -31,10 +31,7 @@ final class Lz4Frames extends InputStream {
   private final InputStream in;
   private final XXHash32 hash = XXHASH.hash32();
   private byte[] compressed = new byte[0];
-  // decoded bytes: [0, keep) the window a linked block may copy from, then the block
-  private byte[] out = new byte[0];
-  private int pos;
-  private int limit;
+  // buffer (decoded bytes): [0, keep) the window a linked block may copy from, then the block
   private boolean inFrame;
   private boolean linked;
   private boolean blockChecksum;
@@ -47,31 +44,9 @@ final class Lz4Frames extends InputStream {
     this.in = in;
   }
 
-  @Override
-  public int read() throws IOException {
-    byte[] one = new byte[1];
-    int n = read(one, 0, 1);
-    return n < 0 ? -1 : one[0] & 0xff;
-  }
-
-  @Override
-  public int read(byte[] b, int off, int len) throws IOException {
-    if (len == 0) {
-      return 0;
-    }
-    while (pos == limit) {
-      if (!next()) {
-        return -1;
-      }
-    }
-    int n = Math.min(len, limit - pos);
-    System.arraycopy(out, pos, b, off, n);
-    pos += n;
-    return n;
-  }
-
   /** Decodes the next block (reading frame headers and ends on the way); false at the end. */
-  private boolean next() throws IOException {
+  @Override
+  protected boolean nextBlock() throws IOException {
     while (true) {
       if (done) {
         return false;
@@ -105,23 +80,23 @@ final class Lz4Frames extends InputStream {
       }
       int keep = linked ? Math.min(limit, WINDOW) : 0;
       if (keep > 0 && limit > keep) {
-        System.arraycopy(out, limit - keep, out, 0, keep);
+        System.arraycopy(buffer, limit - keep, buffer, 0, keep);
       }
       int decoded;
       if (raw) {
-        System.arraycopy(compressed, 0, out, keep, size);
+        System.arraycopy(compressed, 0, buffer, keep, size);
         decoded = size;
       } else if (!linked) {
         try {
-          decoded = LZ4.decompress(compressed, 0, size, out, keep, blockMax);
+          decoded = LZ4.decompress(compressed, 0, size, buffer, keep, blockMax);
         } catch (LZ4Exception e) {
           throw new IOException("lz4: a damaged block: " + e.getMessage(), e);
         }
       } else {
-        decoded = decode(compressed, size, out, keep, keep + blockMax);
+        decoded = decode(compressed, size, buffer, keep, keep + blockMax);
       }
       if (contentChecksum) {
-        content.update(out, keep, decoded);
+        content.update(buffer, keep, decoded);
       }
       pos = keep;
       limit = keep + decoded;
@@ -184,10 +159,10 @@ final class Lz4Frames extends InputStream {
     contentChecksum = (flg & 0x04) != 0;
     content = contentChecksum ? XXHASH.newStreamingHash32(0) : null;
     int need = WINDOW + blockMax;
-    if (out.length < need) {
+    if (buffer.length < need) {
       byte[] bigger = new byte[need];
-      System.arraycopy(out, 0, bigger, 0, limit);
-      out = bigger;
+      System.arraycopy(buffer, 0, bigger, 0, limit);
+      buffer = bigger;
     }
     limit = 0; // a new frame copies from nothing before it
     pos = 0;
