@@ -37,15 +37,31 @@ from sluice.spec import FilesSourceConfig
 from sluice.storage import to_spark_uri
 
 from tests.fixtures.pipelines import (
+    LOCAL_NOW_S3_EXTENDED,
     Workspace,
     assert_click_output_exact,
     click_reference,
     click_spec,
+    new_workspace,
     runtime,
 )
 
 SCHEMA = (("user", "string"), ("url", "string"), ("ts", "timestamp"), ("amount", "double"))
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+# The reader is the same Spark code on both backends (s3a or file:): the codec and format
+# matrix runs on S3 in make test-extended; test_avro_and_orc_records_are_parquets reads
+# from S3 in make test too (``both``).
+@pytest.fixture(params=LOCAL_NOW_S3_EXTENDED)
+def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+    return new_workspace(request, tmp_path)
+
+
+@pytest.fixture(params=["local", "s3"])
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
+    return new_workspace(request, tmp_path)
+
 
 # One file of JSON lines with a record of every kind; the line numbers count the blank line.
 JSONL = (
@@ -500,10 +516,11 @@ def text_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.table({c: pa.array([r[c] for r in rows], pa.string()) for c in rows[0]})
 
 
-def test_avro_and_orc_records_are_parquets(spark: Any, workspace: Workspace) -> None:
+def test_avro_and_orc_records_are_parquets(spark: Any, both: Workspace) -> None:
     """The same rows in Parquet, Avro and ORC give the same records: stored types taken as
     they are (a stored NaN too, as Parquet's), text columns cast by the text rules, a column
     a file lacks null, ``_raw`` only for dead rows, positions the row in the file."""
+    workspace = both
     typed, text = typed_table(TYPED_ROWS), text_table(TEXT_ROWS)
     files = {
         "parquet": (parquet_bytes(typed), parquet_bytes(text)),
