@@ -82,12 +82,16 @@ def _stored(rt: Any) -> dict[str, Any]:
 
 
 def _sets_named(rt: Any, epochs: list[int]) -> list[str]:
-    """The objects of the sets of files read the checkpoints ``epochs`` end at."""
+    """The objects of the sets of files read the checkpoints ``epochs`` end at (each base
+    with its key index)."""
     named = set()
     for epoch in epochs:
         checkpoint = rt.repo.checkpoint(epoch)
         assert checkpoint is not None
-        named.update(rt.source.decode_offset(checkpoint.end_offset).read.objects)
+        read = rt.source.decode_offset(checkpoint.end_offset).read
+        named.update(read.objects)
+        if read.base:
+            named.add(read.base.removesuffix(".json.gz") + ".keys")
     return sorted(named)
 
 
