@@ -1,4 +1,4 @@
-"""The error hierarchy, checked over every module of the package (STYLE.md §6).
+"""The error hierarchy, checked over every module of the package.
 
 Every exception class Sluice defines lives in its package's ``exceptions.py``, derives from
 :class:`~sluice.exceptions.SluiceError`, and a source's, sink's or operator's error derives

@@ -8,7 +8,7 @@ imports its runtime when a pipeline opens one, so loading a spec (DAG parsing) i
 What differs between them is passed in, never looked up on the side: the run id of the
 orchestrator, connections it resolved (Airflow's), the Spark session a warm server lends, how
 attempt ids are made. The wall clock, random attempt ids, fault injection and connections
-from the environment are the defaults (STYLE.md §7: the protocol itself reads none of them).
+from the environment are the defaults (the protocol itself reads none of them).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DagBag integrity: every shipped pipeline parses into a DAG built the way DESIGN.md §7 says."""
+"""DagBag integrity: every shipped pipeline parses into a DAG built the way docs/airflow.md says."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Object keys under ``<checkpoint storage>/<pipeline>/`` (DESIGN.md §3)."""
+"""Object keys under ``<checkpoint storage>/<pipeline>/`` (docs/epoch-protocol.md)."""
 
 from __future__ import annotations
 

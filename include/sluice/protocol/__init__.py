@@ -1,5 +1,5 @@
-"""The epoch protocol: plan -> process -> commit, with recovery (DESIGN.md §2). The documents
-it stores are :mod:`sluice.contracts.records`.
+"""The epoch protocol: plan -> process -> commit, with recovery (docs/epoch-protocol.md).
+The documents it stores are :mod:`sluice.contracts.records`.
 
 ``process_epoch`` and the runner (``run_epoch``, ``run_until_drained``, ``EpochOutcome``) load
 on first use: they bring in the operators and PySpark, which plan and commit (Airflow's light

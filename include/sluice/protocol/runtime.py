@@ -1,8 +1,8 @@
 """Everything one protocol step needs, built once from a spec (by
 :func:`sluice.pipeline.open_pipeline`, which chooses the source, sinks and operator).
 
-Time, attempt ids and fault injection come in as parameters (STYLE.md §7): the engine never
-reads the wall clock, a random source or the environment on its own.
+Time, attempt ids and fault injection come in as parameters, so tests can drive them: the
+engine never reads the wall clock, a random source or the environment on its own.
 """
 
 from __future__ import annotations

@@ -495,7 +495,7 @@ def memory_runtime(
 
 
 def _ticks() -> Callable[[], float]:
-    """A clock that moves one millisecond a reading (STYLE.md §7: no wall clock)."""
+    """A clock that moves one millisecond a reading (the engine never reads the wall clock)."""
     counter = itertools.count(1)
     return lambda: next(counter) / 1000
 
