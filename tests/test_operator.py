@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sluice.contracts.operators import EpochInput
+from sluice.contracts.operators import EpochInput, one_source
 from sluice.operators.base import DEAD_DDL, late_ddl
 from sluice.operators.records import EXACT
 from sluice.pipeline import operator_for
@@ -46,7 +46,7 @@ def _first_epoch(spark: Any, spec: Any) -> Any:
     plan = plan_epoch(rt)
     assert plan is not None
     records = rt.source.read(spark, rt.source.decode_range(plan.source_range))
-    inp = EpochInput(spark, records, spec, plan.watermark, StoredState(), 1, "s")
+    inp = EpochInput(spark, one_source(records, "s"), spec, plan.watermark, StoredState(), 1)
     return operator_for(spec).run(inp)
 
 

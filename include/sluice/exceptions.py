@@ -2,7 +2,7 @@
 
 Each subpackage defines its errors in its own ``exceptions.py``, every class deriving from
 :class:`SluiceError`; this module holds the root and the errors of top-level modules. Sources',
-sinks' and operators' errors derive from ``SourceError`` (:mod:`sluice.sources.exceptions`),
+sinks' and operators' errors derive from ``SourceError`` (here: the protocol catches it),
 ``SinkError`` (:mod:`sluice.sinks.exceptions`) and ``OperatorError``
 (:mod:`sluice.operators.exceptions`). Messages name the pipeline, epoch and object key wherever
 they are known, and the error carries them as attributes too.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Problem", "SluiceError", "StateViewError"]
+__all__ = ["Problem", "SluiceError", "SourceError", "StateViewError"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,25 @@ class Problem:
 
 class SluiceError(Exception):
     """Base class of all Sluice errors."""
+
+
+class SourceError(SluiceError):
+    """A source cannot produce the requested range. ``source`` is the location the message
+    names (a URI, ``topic@servers``...; None where it names none).
+
+    Defined here, under every floor, because the protocol catches it by this class alone: it
+    never knows which source raised it (the sources' errors derive from it in
+    :mod:`sluice.sources.exceptions`). A source does not know the pipeline or the epoch it
+    stops, so the plan and process steps ask :meth:`in_epoch` for the error naming them."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+
+    def in_epoch(self, pipeline: str, epoch: int) -> SourceError | None:
+        """The same error naming ``pipeline`` and ``epoch``; None (the default): raised as
+        it is."""
+        return None
 
 
 class StateViewError(SluiceError):

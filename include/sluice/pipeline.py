@@ -338,7 +338,7 @@ def _join_source(join: JoinSpec, spec: PipelineSpec, ctx: BuildContext) -> Sourc
         parts[side.name] = SOURCE_BUILDERS[type(side.source)](
             side.source, spec.side_spec(side), side_ctx
         )
-    return MultiSource(parts, {side.name: side.source.schema for side in join.sides})
+    return MultiSource(parts)
 
 
 def open_sink(config: SinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:

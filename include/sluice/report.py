@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from sluice.spec.durations import format_duration
-from sluice.spec.model import PipelineSpec
+from sluice.spec.model import NamedSource, PipelineSpec
 from sluice.words import count, noun
 
 if TYPE_CHECKING:
@@ -38,37 +38,14 @@ __all__ = [
 
 def describe_spec(spec: PipelineSpec) -> Table:
     table = Table(title=f"pipeline {spec.name}: valid", show_header=False)
-    if spec.join is not None:
-        _describe_join(table, spec)
-        return table
-    table.add_row("source", spec.source.describe())
-    table.add_row("schema", ", ".join(f"{c}: {t}" for c, t in spec.source.schema))
-    et = spec.event_time
-    table.add_row(
-        "event time",
-        f"{et.column}, out-of-orderness "
-        f"{format_duration(et.max_out_of_orderness_us) or '0s'}, lateness "
-        f"{format_duration(et.allowed_lateness_us) or '0s'}",
-    )
+    for named in spec.sources.values():
+        _describe_source(table, named)
     for lookup in spec.lookup:
         on = ", ".join(f"{c} = {t}" for c, t in lookup.on)
         added = ", ".join(f"{c}: {t}" for c, t in lookup.columns)
         where = lookup.describe()
         table.add_row(f"lookup {lookup.name}", f"{lookup.how} join {where} on {on} -> {added}")
-    keys = ", ".join(spec.key_by) or "(no key)"
-    if spec.stateless:
-        _describe_stateless(table, spec)
-    elif spec.process is not None:
-        proc = spec.process
-        table.add_row("process", f"{proc.function} by {keys}" + (
-            f", timers: {proc.on_timer}" if proc.on_timer else ""))  # fmt: skip
-        table.add_row("state", ", ".join(f"{s.name}: {s.shape()}" for s in proc.state) or "-")
-        table.add_row("output", ", ".join(f"{c}: {t}" for c, t in proc.output))
-    else:
-        window = spec.windowing
-        table.add_row("window", f"{window.describe()} by {keys}, emit {spec.emit}")
-        aggregates = ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates)
-        table.add_row("aggregates", aggregates)
+    _DESCRIBE_OPERATOR[spec.operator](table, spec)
     for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
         where = sink.describe()
         if spec.stateless and sink is spec.late_records:
@@ -84,27 +61,45 @@ def describe_spec(spec: PipelineSpec) -> Table:
     return table
 
 
+def _describe_source(table: Table, named: NamedSource) -> None:
+    """A pipeline's one ``source:`` (with the allowed lateness, the pipeline's), or one of
+    its named sources (indented under its name, with its filter)."""
+    et = named.event_time
+    times = f"{et.column}, out-of-orderness {format_duration(et.max_out_of_orderness_us) or '0s'}"
+    schema = ", ".join(f"{c}: {t}" for c, t in named.source.schema)
+    if not named.declared:
+        lateness = format_duration(et.allowed_lateness_us) or "0s"
+        table.add_row("source", named.source.describe())
+        table.add_row("schema", schema)
+        table.add_row("event time", f"{times}, lateness {lateness}")
+        return
+    table.add_row(f"source {named.name}", named.source.describe())
+    table.add_row("  schema", schema)
+    table.add_row("  event time", times)
+    if named.filter:
+        table.add_row("  filter", named.filter)
+
+
+def _describe_windows(table: Table, spec: PipelineSpec) -> None:
+    keys = ", ".join(spec.key_by) or "(no key)"
+    table.add_row("window", f"{spec.windowing.describe()} by {keys}, emit {spec.emit}")
+    table.add_row("aggregates", ", ".join(f"{a.name} = {a.expression}" for a in spec.aggregates))
+
+
+def _describe_process(table: Table, spec: PipelineSpec) -> None:
+    proc = spec.process
+    assert proc is not None
+    keys = ", ".join(spec.key_by) or "(no key)"
+    table.add_row("process", f"{proc.function} by {keys}" + (
+        f", timers: {proc.on_timer}" if proc.on_timer else ""))  # fmt: skip
+    table.add_row("state", ", ".join(f"{s.name}: {s.shape()}" for s in proc.state) or "-")
+    table.add_row("output", ", ".join(f"{c}: {t}" for c, t in proc.output))
+
+
 def _describe_join(table: Table, spec: PipelineSpec) -> None:
-    """A join pipeline: each source with its event time and filter, the join, the output."""
-    join = spec.join
-    assert join is not None
-    for side in join.sides:
-        et = side.event_time
-        table.add_row(f"source {side.name}", side.source.describe())
-        table.add_row("  schema", ", ".join(f"{c}: {t}" for c, t in side.source.schema))
-        table.add_row("  event time", f"{et.column}, out-of-orderness "
-                      f"{format_duration(et.max_out_of_orderness_us) or '0s'}")  # fmt: skip
-        if side.filter:
-            table.add_row("  filter", side.filter)
+    join = spec.joining
     table.add_row("join", join.describe())
     table.add_row("output", ", ".join(f"{c} = {e}" for c, e in join.output))
-    for sink in (*spec.sinks, spec.late_records, spec.dead_letters):
-        table.add_row(f"sink {sink.name}", sink.describe())
-    table.add_row(
-        "checkpoints",
-        f"{spec.checkpoint.storage} every "
-        f"{format_duration(spec.checkpoint.interval_us)}, qos {spec.qos}",
-    )
 
 
 def _describe_stateless(table: Table, spec: PipelineSpec) -> None:
@@ -121,6 +116,15 @@ def _describe_stateless(table: Table, spec: PipelineSpec) -> None:
         else " (schema + select)"
     )
     table.add_row("output", ", ".join(spec.output_columns()) + picked)
+
+
+# The rows of each operator (spec ``operator``), after the sources and lookups.
+_DESCRIBE_OPERATOR: dict[str, Callable[[Table, PipelineSpec], None]] = {
+    "windows": _describe_windows,
+    "process": _describe_process,
+    "stateless": _describe_stateless,
+    "join": _describe_join,
+}
 
 
 def run_with_progress(
@@ -145,7 +149,7 @@ def run_with_progress(
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     )
-    out = "rows" if rt.spec.stateless or rt.spec.join else "windows"  # counted: words.noun
+    out = rt.spec.output_noun  # counted: words.noun
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
         task = progress.add_task(f"{rt.name}", total=pending, last="")
 
@@ -178,18 +182,9 @@ def pending_units(rt: Runtime) -> int | None:
 
 
 def pending_by_source(rt: Runtime) -> dict[str, int | None]:
-    """A join pipeline's :func:`pending_units` of each source, by name (empty: one source).
-    A source that cannot count its input (or fails to) is None."""
-    if rt.spec.join is None:
-        return {}
-    start = _next_start(rt)
-    found: dict[str, int | None] = {}
-    for name, source in rt.source.sources.items():  # type: ignore[attr-defined]
-        try:
-            found[name] = source.pending_units(start.by_name[name])
-        except Exception:  # the page still shows the others
-            found[name] = None
-    return found
+    """:func:`pending_units` of each source of a pipeline of several, by name (empty: one
+    source). A source that cannot count its input (or fails to) is None."""
+    return rt.source.pending_each(_next_start(rt))
 
 
 def _next_start(rt: Runtime) -> Any:
@@ -263,7 +258,8 @@ def released_line(rt: Runtime) -> str | None:
         return None
     summary = released_summary(rt)
     spans = ", ".join(f"{a}..{b}" if a != b else str(a) for a, b in summary["epochs"]) or "none"
-    clean = None if rt.spec.join else getattr(rt.spec.source, "clean_source", None)
+    cleans = {getattr(n.source, "clean_source", None) for n in rt.spec.sources.values()}
+    clean = cleans.pop() if len(cleans) == 1 else None  # sources cleaned alike, or "cleaned"
     where = "cleaned"
     if clean is not None:
         where = f"archived to {clean.archive_path}" if clean.mode == "archive" else "deleted"

@@ -75,7 +75,8 @@ def state_view(
     from sluice.protocol.process import read_state
 
     spec = rt.spec
-    key_columns = _key_columns(rt)
+    operator = operator_for(spec)
+    key_columns = operator.key_columns()
     unknown = sorted(set(keys or {}) - set(key_columns))
     if unknown:
         raise StateViewError(
@@ -85,94 +86,8 @@ def state_view(
         )
     if spec.stateless:
         return None
-    frame = operator_for(spec).current_state(read_state(spark, rt, checkpoint.result.state))
-    if frame is None:
-        return None
-    if spec.join is not None:  # the view names its key columns: filter the view
-        return _where_keys(_join_view(frame, rt), keys)
-    frame = _where_keys(frame, keys)
-    if spec.process is not None:
-        return _keyed_view(frame, key_columns)
-    return _window_view(frame, rt)
-
-
-def _where_keys(frame: DataFrame, keys: dict[str, str] | None) -> DataFrame:
-    """The rows whose columns equal ``keys`` (compared as text)."""
-    from pyspark.sql import functions as F
-
-    for column, value in (keys or {}).items():
-        frame = frame.where(F.col(f"`{column}`").cast("string") == F.lit(value))
-    return frame
-
-
-def _key_columns(rt: Runtime) -> list[str]:
-    if rt.spec.join is not None:
-        return [left for left, _ in rt.spec.join.on]
-    if rt.spec.process is not None:
-        from sluice.keyed.operator import key_columns
-
-        return key_columns(rt.spec)
-    return list(rt.spec.key_by)
-
-
-def _join_view(frame: DataFrame, rt: Runtime) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    join = rt.spec.join
-    assert join is not None
-    left, right = (side.name for side in join.sides)
-    columns = [
-        F.when(F.col("_side") == 0, F.lit(left)).otherwise(F.lit(right)).alias("side"),
-        *[F.col(f"_k{i}").alias(name) for i, (name, _) in enumerate(join.on)],
-    ]
-    if join.window is not None:
-        columns.append(F.timestamp_micros("_ws").alias("window_start"))
-    columns += [
-        F.timestamp_micros("_ts").alias("event_time"),
-        F.timestamp_micros("_exp").alias("kept_until"),
-        F.col("_matched").alias("matched"),
-        F.when(F.col("_side") == 0, F.to_json("_l")).otherwise(F.to_json("_r")).alias("record"),
-    ]
-    order = ["side", *[name for name, _ in join.on], "event_time"]
-    return frame.select(*columns).orderBy(*[F.col(f"`{c}`") for c in order])
-
-
-def _keyed_view(frame: DataFrame, key_columns: list[str]) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    from sluice.keyed.runner import TIMERS
-
-    columns = [F.col(f"`{k}`") for k in key_columns]
-    for name, dtype in frame.dtypes:
-        if name in key_columns:
-            continue
-        if name == TIMERS:
-            continue
-        label = name[3:] if name.startswith(("_s_", "_t_")) else name
-        if name.startswith("_t_"):
-            label = f"{label} (ttl stamp)"
-        value = F.col(f"`{name}`")
-        complex_type = dtype.startswith(("array", "map", "struct"))
-        columns.append((F.to_json(value) if complex_type else value).alias(label))
-    timers = F.transform(F.col(TIMERS), lambda t: F.timestamp_micros(t).cast("string"))
-    pending = F.when(F.col(TIMERS).isNull(), F.lit("[]")).otherwise(F.to_json(timers))
-    columns.append(pending.alias("timers"))
-    return frame.select(*columns).orderBy(*key_columns)
-
-
-def _window_view(frame: DataFrame, rt: Runtime) -> DataFrame:
-    from sluice.windows.aggregates import finalize_columns
-    from sluice.windows.kinds import kind_of
-
-    spec = rt.spec
-    dtypes = dict(frame.dtypes)
-    # a sum is integral exactly when its partial is (that is how the partial was chosen)
-    types = {
-        a.column: ("bigint" if dtypes.get(f"_p_{a.name}_s") == "bigint" else "double")
-        for a in spec.aggregates
-        if a.column is not None
-    }
-    return kind_of(spec).view(frame, finalize_columns(spec.aggregates, types))
+    frame = operator.current_state(read_state(spark, rt, checkpoint.result.state))
+    return None if frame is None else operator.view(frame, keys)
 
 
 def parse_key_filters(pipeline: str, pairs: list[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The multi source (a join's two named sources as one): offsets and ranges through storage,
 planning with an empty side, caps per source, user offsets, units and history per source
-(no Spark), and reads of files and Nexmark sides with Spark: prefixed partitions, an empty
-side typed as a real read, footer hints per side."""
+(no Spark), and reads of files and Nexmark sides with Spark, as the process step reads each
+source and the join names its partitions: prefixed partitions, an empty side typed as a real
+read, footer hints per side."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sluice.joins.operator import side_input
 from sluice.protocol import plan_epoch
+from sluice.protocol.process import source_inputs
 from sluice.sources import RECORD_COLUMNS, FilesOffset, FilesRange, FilesSource
 from sluice.sources.multi import MultiOffset, MultiRange, MultiSource
 from sluice.sources.nexmark import NexmarkOffset, NexmarkRange, NexmarkSource, nexmark_source_spec
@@ -49,14 +52,14 @@ def files_multi(ws: Workspace, **options: Any) -> MultiSource:
         name: ws.files_source(files_config(ws, name, schema, **options), name, required=(time,))
         for name, (schema, time) in sides.items()
     }
-    return MultiSource(sources, {"persons": PERSONS, "auctions": AUCTIONS})
+    return MultiSource(sources)
 
 
 def nexmark_multi(persons: dict[str, Any], auctions: dict[str, Any]) -> MultiSource:
     parts = {"persons": ("person", persons), "auctions": ("auction", auctions)}
     configs = {name: nexmark_source_spec(kind, **opts) for name, (kind, opts) in parts.items()}
     sources: dict[str, Any] = {name: NexmarkSource(c) for name, c in configs.items()}
-    return MultiSource(sources, {name: c.schema for name, c in configs.items()})
+    return MultiSource(sources)
 
 
 def stored(data: dict[str, Any]) -> dict[str, Any]:
@@ -94,9 +97,17 @@ def test_offsets_and_ranges_round_trip_through_storage() -> None:
 
 def test_stored_offsets_are_decoded_by_the_source_and_must_name_its_sources() -> None:
     src = nexmark_multi({}, {})
-    with pytest.raises(TypeError, match=r"decoded by its MultiSource \(decode_offset\)"):
-        MultiOffset.from_dict(src.initial_offset().to_dict())
-    with pytest.raises(TypeError, match=r"decoded by its MultiSource \(decode_range\)"):
+    offset = src.initial_offset()
+    # without the sources, the stored form reads back as stored (each part kept verbatim)
+    again = MultiOffset.from_dict(stored(offset.to_dict()))
+    assert again.to_dict() == offset.to_dict() and list(again.by_name) == ["persons", "auctions"]
+    rng = src.plan_range(offset, None)
+    assert rng is not None
+    plain = MultiRange.from_dict(stored(rng.to_dict()))
+    assert plain.to_dict() == rng.to_dict()
+    with pytest.raises(TypeError, match="decode_range"):  # its end is its source's to say
+        _ = plain.end
+    with pytest.raises(ValueError, match="not a multi range"):
         MultiRange.from_dict({"type": "multi"})
     with pytest.raises(ValueError, match="not a multi offset"):
         src.decode_offset({"type": "nexmark", "next_event": 0})
@@ -165,14 +176,15 @@ def test_caps_apply_to_each_source_on_its_own(local_workspace: Workspace) -> Non
     assert capped.part("auctions") == NexmarkRange(NexmarkOffset(0), 7)
 
 
-def test_waiting_partitions_are_prefixed(local_workspace: Workspace) -> None:
+def test_each_part_names_its_own_waiting_partitions(local_workspace: Workspace) -> None:
     ws = local_workspace
     ws.put_files([("d1/a.jsonl", person(1)), ("d2/a.jsonl", person(2))], "persons")
     ws.put_files([("d3/a.jsonl", auction(1, 1)), ("d4/b.jsonl", auction(2, 1))], "auctions")
     src = files_multi(ws, partition_by="directory")
     rng = src.plan_range(src.initial_offset(), 1)
     assert rng is not None
-    assert src.waiting_partitions(rng) == ("persons/d2", "auctions/d4")
+    waiting = {p.name: p.source.waiting_partitions(p.range) for p in src.parts(rng)}
+    assert waiting == {"persons": ("d2",), "auctions": ("d4",)}
 
 
 # -- user offsets, order, counts ------------------------------------------------------------
@@ -216,11 +228,10 @@ def test_order_counts_units_and_location() -> None:
 def test_mixed_units_are_units(local_workspace: Workspace) -> None:
     files = local_workspace.files_source(files_config(local_workspace, "persons", PERSONS))
     events = NexmarkSource(nexmark_source_spec("auction"))
-    src = MultiSource({"persons": files, "auctions": events}, {"persons": PERSONS,
-                      "auctions": events.config.schema})  # fmt: skip
+    src = MultiSource({"persons": files, "auctions": events})
     assert src.unit_name == "units"
     with pytest.raises(ValueError, match="holds no '/' or ':'"):
-        MultiSource({"a/b": events}, {"a/b": events.config.schema})
+        MultiSource({"a/b": events})
 
 
 # -- units, missing input, history ----------------------------------------------------------
@@ -292,7 +303,9 @@ def test_a_join_pipeline_opens_each_side_as_its_own_source(local_workspace: Work
     assert isinstance(persons, FilesSource) and isinstance(auctions, FilesSource)
     assert persons.required == ("ts",) and auctions.required == ("date_time",)
     assert persons.location == local_workspace.store("persons").uri()
-    assert src.schemas == {"persons": PERSONS, "auctions": AUCTIONS}
+    assert {n: s.source.schema for n, s in rt.spec.sources.items()} == {
+        "persons": PERSONS, "auctions": AUCTIONS,
+    }  # fmt: skip
 
 
 def test_a_file_one_side_read_is_new_to_the_other(local_workspace: Workspace) -> None:
@@ -322,16 +335,24 @@ def rows(frame: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in frame.collect())
 
 
+def sides(spark: Any, src: MultiSource, rng: MultiRange, spec: PipelineSpec) -> dict[str, Any]:
+    """Each side's records as the join reads them: the process step's inputs, partitions
+    named ``<side>/`` by the join."""
+    join = spec.joining
+    inputs = source_inputs(spark, src, rng, spec)
+    return {name: side_input(inp, join.side(name)) for name, inp in inputs.items()}
+
+
 def test_read_each_files_side_and_an_empty_side(spark: Any, local_workspace: Workspace) -> None:
     ws = local_workspace
     ws.put_files([("p1.jsonl", person(1) + b"\n" + person(2, 5))], "persons")
     ws.put_files([("a1.jsonl", auction(1, 1)), ("a2.jsonl", auction(2, 2, 9))], "auctions")
-    src = files_multi(ws)
+    src, spec = files_multi(ws), join_spec(ws)
     first = src.plan_range(src.initial_offset(), 1)
     assert first is not None
-    frames = src.read_each(spark, first)
-    assert list(frames) == ["persons", "auctions"]
-    persons = frames["persons"]
+    inputs = sides(spark, src, first, spec)
+    assert list(inputs) == ["persons", "auctions"]
+    persons = inputs["persons"].records
     assert persons.columns == [*RECORD_COLUMNS, "id", "name", "ts"]
     got = [
         (r["_partition"], r["_file"], r["_line"], r["id"], r["_error"]) for r in persons.collect()
@@ -340,39 +361,49 @@ def test_read_each_files_side_and_an_empty_side(spark: Any, local_workspace: Wor
         ("persons/0", "p1.jsonl", 1, 1, None),
         ("persons/0", "p1.jsonl", 2, 2, None),
     ]
-    assert {r["_partition"] for r in frames["auctions"].collect()} == {"auctions/0"}
-    assert rows(src.read(spark, first)) == rows(persons)  # the contract's frame: the left side
+    assert {r["_partition"] for r in inputs["auctions"].records.collect()} == {"auctions/0"}
+    with pytest.raises(TypeError, match="read one at a time"):  # no one frame of both
+        src.read(spark, first)
     second = src.plan_range(first.end, 1)
     assert second is not None and second.part("persons") is None
-    again = src.read_each(spark, second)
-    assert again["persons"].count() == 0
-    assert again["persons"].dtypes == persons.dtypes
-    assert again["auctions"].dtypes == frames["auctions"].dtypes
-    assert [r["id"] for r in again["auctions"].collect()] == [2]
+    again = sides(spark, src, second, spec)
+    assert again["persons"].records.count() == 0
+    assert again["persons"].records.dtypes == persons.dtypes
+    assert again["auctions"].records.dtypes == inputs["auctions"].records.dtypes
+    assert [r["id"] for r in again["auctions"].records.collect()] == [2]
 
 
-def test_read_each_nexmark_sides_and_an_empty_side(spark: Any) -> None:
+def test_read_each_nexmark_sides_and_an_empty_side(spark: Any, local_workspace: Workspace) -> None:
     src = nexmark_multi(
         {"max_events": 200, "events_per_epoch": 200, "partitions": 3},
         {"max_events": 400, "events_per_epoch": 200},
     )
+    base = join_spec(local_workspace)
+    assert base.join is not None
+    configs = {n: s.config for n, s in src.sources.items()}  # type: ignore[attr-defined]
+    join = replace(
+        base.join,
+        left=JoinSide("persons", configs["persons"], EventTimeSpec("date_time", 0)),
+        right=JoinSide("auctions", configs["auctions"], EventTimeSpec("date_time", 0)),
+        on=(("id", "seller"),),
+    )
+    spec = replace(base, join=join)
     first = src.plan_range(src.initial_offset(), None)
     assert first is not None
-    frames = src.read_each(spark, first)
-    people = frames["persons"].collect()
+    inputs = sides(spark, src, first, spec)
+    people = inputs["persons"].records.collect()
     assert {r["_partition"] for r in people} == {"persons/0", "persons/1", "persons/2"}
     plain = src.sources["persons"].read(spark, first.part("persons"))
     assert sorted((f"persons/{r[0]}", *r[1:]) for r in plain.collect()) == sorted(
         map(tuple, people)
     )
-    assert {r["_partition"] for r in frames["auctions"].collect()} == {"auctions/0"}
+    assert {r["_partition"] for r in inputs["auctions"].records.collect()} == {"auctions/0"}
     second = src.plan_range(first.end, None)
     assert second is not None and second.part("persons") is None
-    again = src.read_each(spark, second)
-    assert again["persons"].count() == 0 and again["persons"].dtypes == frames["persons"].dtypes
-    assert again["auctions"].count() > 0
-    empty = src.empty_frame(spark, "auctions")
-    assert empty.count() == 0 and empty.dtypes == frames["auctions"].dtypes
+    again = sides(spark, src, second, spec)
+    assert again["persons"].records.count() == 0
+    assert again["persons"].records.dtypes == inputs["persons"].records.dtypes
+    assert again["auctions"].records.count() > 0
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -394,20 +425,23 @@ def test_side_hints_come_from_each_sides_footers(spark: Any, local_workspace: Wo
     first, second = people([1, 2], [t[0], t[2]]), people([3], [t[1]])
     ws.put_files([("p1.parquet", first), ("p2.parquet", second)], "persons")
     ws.put_files([("a1.jsonl", auction(1, 1))], "auctions")
+    persons_config = files_config(ws, "persons", PERSONS, format="parquet")
     sources: dict[str, Any] = {
-        "persons": ws.files_source(files_config(ws, "persons", PERSONS, format="parquet"),
-                                   "persons", required=("ts",)),
+        "persons": ws.files_source(persons_config, "persons", required=("ts",)),
         "auctions": ws.files_source(files_config(ws, "auctions", AUCTIONS), "auctions",
                                     required=("date_time",)),
     }  # fmt: skip
-    src = MultiSource(sources, {"persons": PERSONS, "auctions": AUCTIONS})
+    src = MultiSource(sources)
+    base = join_spec(ws)
+    assert base.join is not None
+    spec = replace(base, join=replace(base.join, left=replace(base.join.left,
+                                                              source=persons_config)))  # fmt: skip
     rng = src.plan_range(src.initial_offset(), None)
     assert rng is not None
-    src.read_each(spark, rng)
+    inputs = sides(spark, src, rng, spec)
     two_seconds = 1_767_225_602_000_000  # t[2] in microseconds
     want = {("persons/0", 0): None, ("persons/0", 1): two_seconds}
-    assert src.side_hints(rng, "persons", "ts") == want
-    assert src.before_hints(rng, "ts") == want
-    assert src.side_hints(rng, "auctions", "date_time") == {}  # JSON lines: no footers
+    assert inputs["persons"].before_hints == want
+    assert inputs["auctions"].before_hints == {}  # JSON lines: no footers
     emptied = replace(rng, parts=(("persons", None), ("auctions", rng.part("auctions"))))
-    assert src.side_hints(emptied, "persons", "ts") == {}
+    assert sides(spark, src, emptied, spec)["persons"].before_hints == {}

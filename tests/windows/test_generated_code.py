@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sluice.contracts.operators import EpochInput
+from sluice.contracts.operators import EpochInput, one_source
 from sluice.contracts.records import WatermarkState
 from sluice.pipeline import operator_for
 from sluice.protocol import plan_epoch
@@ -58,7 +58,7 @@ def test_the_pass_and_the_results_compile_to_the_same_code_at_any_watermark(
     # two epochs' starting points: watermarks two and three minutes in
     for minutes in (2, 3):
         carried = WatermarkState().advanced([("0", T0 + minutes * MINUTE_US)])
-        inp = EpochInput(spark, records, spec, carried, StoredState(), 7, "s")
+        inp = EpochInput(spark, one_source(records, "s"), spec, carried, StoredState(), 7)
         out = operator_for(spec).run(inp)
         try:
             assert out.after is not None and out.after >= T0 + minutes * MINUTE_US

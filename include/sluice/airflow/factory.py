@@ -163,10 +163,11 @@ def input_asset(spec: PipelineSpec, spec_file: str, source: str | None = None) -
 
 
 def input_assets(spec: PipelineSpec, spec_file: str) -> list[Asset]:
-    """The pipeline's input assets: one, or one per source of a join."""
-    if spec.join is None:
-        return [input_asset(spec, spec_file)]
-    return [input_asset(spec, spec_file, side.name) for side in spec.join.sides]
+    """The pipeline's input assets: one per source (a pipeline's one ``source:`` by the
+    pipeline's name alone)."""
+    return [
+        input_asset(spec, spec_file, s.name if s.declared else None) for s in spec.sources.values()
+    ]
 
 
 def look_seconds() -> float:
@@ -439,22 +440,12 @@ def _task_defaults(spec: PipelineSpec) -> dict[str, Any]:
     }
 
 
-def _operator(spec: PipelineSpec) -> str:
-    """What the pipeline computes, in a few words."""
-    keys = ", ".join(f"`{k}`" for k in spec.key_by) or "no key"
-    if spec.stateless:
-        return "stateless (select / filter, every accepted record appended; no state)"
-    if spec.process is not None:
-        return f"process function `{spec.process.function}` by {keys}"
-    if spec.join is not None:
-        return spec.join.describe()
-    return f"{spec.windowing.describe()} windows by {keys}, emit {spec.emit}"
-
-
 def _sources(spec: PipelineSpec) -> str:
-    if spec.join is None:
-        return f"Source: {spec.source.describe()}"
-    return "Sources: " + ", ".join(f"`{s.name}` {s.source.describe()}" for s in spec.join.sides)
+    described = [
+        f"`{s.name}` {s.source.describe()}" if s.declared else s.source.describe()
+        for s in spec.sources.values()
+    ]
+    return ("Sources: " if len(described) > 1 else "Source: ") + ", ".join(described)
 
 
 def _doc(spec: PipelineSpec, spec_file: str) -> str:
@@ -462,7 +453,7 @@ def _doc(spec: PipelineSpec, spec_file: str) -> str:
     return (
         f"### Sluice pipeline `{spec.name}`\n\n"
         f"Spec: `{spec_file}`. {_sources(spec)}; "
-        f"{_operator(spec)}. Sinks: {sinks}. One run = one epoch "
+        f"{spec.describe_operator()}. Sinks: {sinks}. One run = one epoch "
         f"(every {format_duration(spec.checkpoint.interval_us)}), exactly-once (qos "
         f"{spec.qos}).\n\n"
         "Trigger with config to cap the epoch (`max_records`), to restore from a "

@@ -77,9 +77,8 @@ def locations(spec: PipelineSpec, spec_file: str | Path) -> list[Location]:
         if uri is not None:
             found.append(Location(spec_file, spec.name, field, kind, uri))
 
-    sides = [(f"sources.{s.name}.path", s.source) for s in spec.join.sides] if spec.join else []
-    for field, source in sides or [("source.path", spec.source)]:
-        read = source.storage_path()
+    for named in spec.sources.values():
+        field, read = f"{named.field}.path", named.source.storage_path()
         if read:
             add(field, INPUT, _uri(read))
     for sink in spec.sinks:

@@ -75,7 +75,7 @@ def spec_connections(spec: PipelineSpec) -> dict[str, str]:
     then fails with what to define."""
     env = connections_from_env(os.environ)
     found: dict[str, str] = {}
-    sources = [side.source for side in spec.join.sides] if spec.join else [spec.source]
+    sources = [named.source for named in spec.sources.values()]
     parts = (*sources, *spec.sinks, spec.late_records, spec.dead_letters)
     ids = [conn_id for part in parts for conn_id in part.connection_ids()]
     ids += [lookup.connection for lookup in spec.lookup if lookup.connection]

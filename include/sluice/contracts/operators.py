@@ -17,11 +17,12 @@ gets back an :class:`EpochOutput`; the order it then drives it in is the contrac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from sluice.contracts.records import StatePart, WatermarkState
+from sluice.contracts.sources import ONE_SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -39,9 +40,10 @@ __all__ = [
     "EpochOutput",
     "Frame",
     "Operator",
-    "SideInput",
+    "SourceInput",
     "StateInput",
     "StateUpdate",
+    "one_source",
 ]
 
 # A record's class, as the small integers the pass counts per run (io.sluice.spark.ClassTally).
@@ -130,15 +132,21 @@ class StateInput(Protocol):
 
 
 @dataclass(frozen=True)
-class SideInput:
-    """One source's part of an epoch of a pipeline that reads several (a join): its rows
-    (RECORD_COLUMNS, ``_partition`` prefixed ``<source>/``, then its schema's columns), and
-    what :class:`EpochInput` says of the whole for one source."""
+class SourceInput:
+    """One source's part of an epoch: its rows (RECORD_COLUMNS then its schema's columns)
+    and what the protocol knows of them without reading them."""
 
     records: DataFrame
-    source_uri: str
-    waiting: tuple[str, ...] = ()
+    source_uri: str  # where it reads from (named in dead letters)
+    waiting: tuple[str, ...] = ()  # partitions with unread input after this epoch
+    # lower bounds of the largest event time before each (partition, major) in this epoch,
+    # known without reading the records (Parquet footers): {(partition, major): µs or None}
     before_hints: dict[tuple[str, int], int | None] = field(default_factory=dict)
+
+
+def one_source(records: DataFrame, source_uri: str) -> dict[str, SourceInput]:
+    """The inputs of an epoch of a pipeline's one source (named ``source``), read whole."""
+    return {ONE_SOURCE: SourceInput(records, source_uri)}
 
 
 S = TypeVar("S")  # the pipeline spec (the contracts do not know its type: sluice.spec does)
@@ -146,25 +154,47 @@ S = TypeVar("S")  # the pipeline spec (the contracts do not know its type: sluic
 
 @dataclass(frozen=True)
 class EpochInput(Generic[S]):
-    """Everything an operator needs for one epoch."""
+    """Everything an operator needs for one epoch: one :class:`SourceInput` per source the
+    pipeline reads, by the spec's names (``sources.<name>``; a pipeline's one ``source:`` is
+    ``source``), in the spec's order."""
 
     spark: SparkSession
-    records: DataFrame  # the source's rows: RECORD_COLUMNS then the schema columns
+    inputs: Mapping[str, SourceInput]
     spec: S
     carried: WatermarkState  # W_k per partition
     state: StateInput  # S_k
     epoch: int
-    source_uri: str
-    waiting: tuple[str, ...] = ()  # partitions with unread input after this epoch
-    # lower bounds of the largest event time before each (partition, major) in this epoch,
-    # known without reading the records (Parquet footers): {(partition, major): µs or None}
-    before_hints: dict[tuple[str, int], int | None] = field(default_factory=dict)
     compact: bool = False  # write S_{k+1} as a full base
     # each lookup's table as the plan pinned it, by lookup name (sluice.operators.lookup)
     tables: dict[str, DataFrame] = field(default_factory=dict)
-    # a pipeline of several sources (a join): each one's part, by source name (``records``
-    # is then the first one's)
-    sides: dict[str, SideInput] = field(default_factory=dict)
+
+    @property
+    def only(self) -> SourceInput:
+        """The input of a pipeline that reads one source; an operator of several sources
+        (a join) asks :attr:`inputs` by name instead."""
+        if len(self.inputs) != 1:
+            raise TypeError(
+                f"this epoch reads {len(self.inputs)} sources ({', '.join(self.inputs)}): "
+                "take each one's input from EpochInput.inputs by name"
+            )
+        return next(iter(self.inputs.values()))
+
+    @property
+    def records(self) -> DataFrame:
+        """The one source's rows (:attr:`only`)."""
+        return self.only.records
+
+    @property
+    def source_uri(self) -> str:
+        return self.only.source_uri
+
+    @property
+    def waiting(self) -> tuple[str, ...]:
+        return self.only.waiting
+
+    @property
+    def before_hints(self) -> dict[tuple[str, int], int | None]:
+        return self.only.before_hints
 
 
 class EpochOutput(Protocol):
@@ -214,6 +244,16 @@ class Operator(Protocol[S]):
 
     def current_state(self, state: StateInput) -> DataFrame | None:
         """The state's rows as one snapshot, every part folded (``sluice state``)."""
+        ...
+
+    def key_columns(self) -> list[str]:
+        """The columns ``sluice state --key COLUMN=VALUE`` may filter on."""
+        ...
+
+    def view(self, frame: DataFrame, keys: Mapping[str, str] | None = None) -> DataFrame:
+        """:meth:`current_state`'s rows as people read them (``sluice state``), only those
+        whose key columns equal ``keys`` (compared as text): the operator alone knows its
+        state's columns."""
         ...
 
     def align_state(

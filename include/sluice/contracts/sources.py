@@ -27,18 +27,23 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "ONE_SOURCE",
     "RECORD_COLUMNS",
+    "RECORD_TYPES",
     "SPARK_TYPES",
     "Offset",
     "OffsetT",
     "RangeT",
     "Source",
+    "SourcePart",
     "SourceRange",
 ]
 
 # _partition: source partition; _file: the object key the record came from; _major/_line:
 # position inside the partition; _raw: the record's text; _error: why it is a dead letter.
 RECORD_COLUMNS = ("_partition", "_file", "_major", "_line", "_raw", "_error")
+# Their Spark SQL types, as every source's ``read`` gives them.
+RECORD_TYPES = ("string", "string", "int", "bigint", "string", "string")
 
 # The Spark SQL type of each column type a spec's ``source.schema`` names (as DDL text).
 SPARK_TYPES = {
@@ -91,6 +96,9 @@ class SourceRange:
         """How many source units (files, messages...) the range covers."""
         raise NotImplementedError
 
+
+# The name of a pipeline's one ``source:`` among its sources (a join names each of its own).
+ONE_SOURCE = "source"
 
 OffsetT = TypeVar("OffsetT", bound=Offset)
 RangeT = TypeVar("RangeT", bound=SourceRange)
@@ -210,8 +218,31 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         never a wrong result. Default: none."""
         return {}
 
+    def parts(self, rng: RangeT) -> tuple[SourcePart, ...]:
+        """Each source this one reads, by the name the pipeline gives it, with its slice of
+        ``rng``: what the process step reads, one :class:`SourcePart` at a time (each
+        part's ``read`` returns one source's records). Default: this source alone, named
+        :data:`ONE_SOURCE`; a source over several (a join's) gives each of its own."""
+        return (SourcePart(ONE_SOURCE, self, rng),)
+
+    def pending_each(self, start: OffsetT) -> dict[str, int | None]:
+        """:meth:`pending_units` of each of :meth:`parts`' sources, by name, where there are
+        several (None: that one cannot count). Default: empty (one source: its
+        ``pending_units`` is the whole)."""
+        return {}
+
     def waiting_partitions(self, rng: RangeT) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the
         range, so replays agree). A partition never seen before holds the watermark back
         until its first records are read. Default: none (every partition is in every range)."""
         return ()
+
+
+@dataclass(frozen=True)
+class SourcePart:
+    """One source's slice of an epoch's range (:meth:`Source.parts`): ``source`` reads
+    ``range`` (None: nothing new from it in this epoch; it reads as no rows)."""
+
+    name: str
+    source: Source[Any, Any]
+    range: SourceRange | None

@@ -22,6 +22,7 @@ match a row that already left; a record that could is late in every cut.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +36,13 @@ from sluice.contracts.operators import (
     EpochCounts,
     EpochFacts,
     EpochInput,
+    SourceInput,
     StateUpdate,
 )
 from sluice.contracts.records import WatermarkState
-from sluice.contracts.sources import SPARK_TYPES
+from sluice.contracts.sources import RECORD_COLUMNS, SPARK_TYPES
 from sluice.jvm.udfs import SqlFunctions, select
-from sluice.operators.base import JOIN_LATE_DDL, quoted
+from sluice.operators.base import JOIN_LATE_DDL, quoted, where_keys
 from sluice.operators.records import (
     EXACT,
     SCAN,
@@ -50,7 +52,7 @@ from sluice.operators.records import (
     dead_rows,
     with_records,
 )
-from sluice.operators.sqltext import Sql
+from sluice.operators.sqltext import Sql, lit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,6 +65,7 @@ __all__ = [
     "JoinOperator",
     "join_state_columns",
     "pipeline_watermark",
+    "side_input",
     "side_watermark",
 ]
 
@@ -124,9 +127,36 @@ class JoinOperator:
     """The ``join`` operator (:func:`sluice.pipeline.operator_for`)."""
 
     def __init__(self, spec: PipelineSpec) -> None:
-        assert spec.join is not None
         self.spec = spec
-        self.join = spec.join
+        self.join = spec.joining
+
+    def key_columns(self) -> list[str]:
+        """The join's key columns, as the left side names them."""
+        return [left for left, _ in self.join.on]
+
+    def view(self, frame: DataFrame, keys: Mapping[str, str] | None = None) -> DataFrame:
+        """One row per record waiting for a match (``sluice state``): its ``side``, the key
+        columns, ``window_start`` (a window join), ``event_time``, ``kept_until`` (the
+        watermark past which no row of the other side can match it), ``matched`` and the
+        columns the state keeps (``record``, JSON)."""
+        join = self.join
+        left, right = (side.name for side in join.sides)
+        columns = [
+            F.when(F.col("_side") == LEFT, F.lit(left)).otherwise(F.lit(right)).alias("side"),
+            *[F.col(f"_k{i}").alias(name) for i, (name, _) in enumerate(join.on)],
+        ]
+        if join.window is not None:
+            columns.append(F.timestamp_micros("_ws").alias("window_start"))
+        columns += [
+            F.timestamp_micros("_ts").alias("event_time"),
+            F.timestamp_micros("_exp").alias("kept_until"),
+            F.col("_matched").alias("matched"),
+            F.when(F.col("_side") == LEFT, F.to_json("_l")).otherwise(F.to_json("_r"))
+            .alias("record"),
+        ]  # fmt: skip
+        order = ["side", *[name for name, _ in join.on], "event_time"]
+        view = frame.select(*columns).orderBy(*[F.col(f"`{c}`") for c in order])
+        return where_keys(view, keys)
 
     def state_columns(self) -> list[str]:
         return join_state_columns(self.join)
@@ -164,6 +194,20 @@ def pipeline_watermark(
             return None
         active.append(value)
     return min(active) if active else None
+
+
+def side_input(part: SourceInput, side: JoinSide) -> SourceInput:
+    """A side's input with its partitions named ``<side>/<partition>`` (``persons/0``): the
+    join's watermark state holds both sides' partitions, told apart by that name
+    (:func:`side_watermark`); so do its dead and late letters. A side's name holds no ``/``."""
+    prefix = side.name + "/"
+    rest = [quoted(c) for c in (*RECORD_COLUMNS[1:], *(c for c, _ in side.source.schema))]
+    return SourceInput(
+        select(part.records, f"concat({lit(prefix)}, _partition) AS _partition", *rest),
+        part.source_uri,
+        tuple(prefix + p for p in part.waiting),
+        {(prefix + p, major): bound for (p, major), bound in part.before_hints.items()},
+    )
 
 
 def _newest(watermark: WatermarkState, name: str) -> int | None:
@@ -313,11 +357,9 @@ def _side_pass(
     runs: tuple[Any, ...] = (),
 ) -> _Side:
     """One side classified, its accepted records as state rows (cached, not yet run)."""
-    part = inp.sides[side.name]
     side_inp = replace(
-        inp, records=part.records, spec=inp.spec.side_spec(side),
-        carried=side_watermark(inp.carried, side.name), waiting=part.waiting,
-        before_hints=part.before_hints, source_uri=part.source_uri, tables={}, sides={},
+        inp, inputs={side.name: side_input(inp.inputs[side.name], side)},
+        spec=inp.spec.side_spec(side), carried=side_watermark(inp.carried, side.name), tables={},
     )  # fmt: skip
     mode = EXACT if runs else SCAN
     cls = classify(side_inp, lateness, floor_us=floor, mode=mode, runs=runs)

@@ -33,14 +33,14 @@ from sluice.keyed.runner import (
     stamp_column,
     state_column,
 )
-from sluice.operators.base import null_safe_join
+from sluice.operators.base import null_safe_join, where_keys
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.operators.sqltext import Sql
 from sluice.operators.stateless import no_late_rows
 from sluice.spec.types import arrow_type, spark_ddl
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -114,6 +114,33 @@ class KeyedOperator:
 
     def state_columns(self) -> list[str]:
         return state_columns(self.spec)
+
+    def key_columns(self) -> list[str]:
+        return key_columns(self.spec)
+
+    def view(self, frame: DataFrame, keys: Mapping[str, str] | None = None) -> DataFrame:
+        """One row per key (``sluice state``): each declared state (lists and maps as JSON),
+        its TTL stamp where it has a TTL, and the pending timers (event times)."""
+        from pyspark.sql import functions as F
+
+        from sluice.keyed.runner import TIMERS
+
+        columns = key_columns(self.spec)
+        frame = where_keys(frame, keys)
+        shown = [F.col(f"`{k}`") for k in columns]
+        for name, dtype in frame.dtypes:
+            if name in columns or name == TIMERS:
+                continue
+            label = name[3:] if name.startswith(("_s_", "_t_")) else name
+            if name.startswith("_t_"):
+                label = f"{label} (ttl stamp)"
+            value = F.col(f"`{name}`")
+            complex_type = dtype.startswith(("array", "map", "struct"))
+            shown.append((F.to_json(value) if complex_type else value).alias(label))
+        timers = F.transform(F.col(TIMERS), lambda t: F.timestamp_micros(t).cast("string"))
+        pending = F.when(F.col(TIMERS).isNull(), F.lit("[]")).otherwise(F.to_json(timers))
+        shown.append(pending.alias("timers"))
+        return frame.select(*shown).orderBy(*columns)
 
     def align_state(
         self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]

@@ -4,9 +4,9 @@ columns."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.sources import SPARK_TYPES
 from sluice.operators.exceptions import InvalidExpression
 
 if TYPE_CHECKING:
@@ -14,7 +14,15 @@ if TYPE_CHECKING:
 
     from sluice.spec.model import PipelineSpec
 
-__all__ = ["DEAD_DDL", "JOIN_LATE_DDL", "InvalidExpression", "late_ddl", "null_safe_join", "quoted"]
+__all__ = [
+    "DEAD_DDL",
+    "JOIN_LATE_DDL",
+    "InvalidExpression",
+    "late_ddl",
+    "null_safe_join",
+    "quoted",
+    "where_keys",
+]
 
 
 def quoted(name: str) -> str:
@@ -46,7 +54,7 @@ DEAD_DDL = (
 
 
 # A join pipeline's late records: its sides' records differ, so a late record is its side
-# and its columns as JSON (sluice.joins.operator).
+# and its columns as JSON (sluice.joins.operator); every other pipeline's is a source record.
 JOIN_LATE_DDL = (
     "side string, record string, window_start timestamp, window_end timestamp, "
     "watermark timestamp, source_file string, source_line bigint, epoch bigint"
@@ -54,11 +62,19 @@ JOIN_LATE_DDL = (
 
 
 def late_ddl(spec: PipelineSpec) -> str:
-    """The late-records sink's columns (every operator's late frame has these)."""
-    if spec.join is not None:
-        return JOIN_LATE_DDL
-    record = ", ".join(f"{quoted(c)} {SPARK_TYPES[kind]}" for c, kind in spec.source.schema)
+    """The late-records sink's columns (every operator's late frame has these): a late
+    record's own columns (:attr:`PipelineSpec.late_record`), then where and when."""
+    record = ", ".join(f"{quoted(c)} {t}" for c, t in spec.late_record)
     return (
         f"{record}, window_start timestamp, window_end timestamp, watermark timestamp, "
         "source_file string, source_line bigint, epoch bigint"
     )
+
+
+def where_keys(frame: DataFrame, keys: Mapping[str, str] | None) -> DataFrame:
+    """The rows whose columns equal ``keys`` (compared as text): ``sluice state --key``."""
+    from pyspark.sql import functions as F
+
+    for column, value in (keys or {}).items():
+        frame = frame.where(F.col(quoted(column)).cast("string") == F.lit(value))
+    return frame

@@ -9,6 +9,7 @@ say there are some, read their records again. There is no state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,13 @@ class StatelessOperator:
 
     def state_columns(self) -> list[str]:
         return []
+
+    def key_columns(self) -> list[str]:
+        return list(self.spec.key_by)
+
+    def view(self, frame: DataFrame, keys: Mapping[str, str] | None = None) -> DataFrame:
+        """Never asked: a stateless pipeline keeps no state to show."""
+        return frame
 
     def align_state(
         self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]

@@ -27,12 +27,12 @@ from sluice.contracts.records import (
     WatermarkState,
 )
 from sluice.contracts.sources import Offset
+from sluice.exceptions import SourceError
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
 from sluice.protocol.lookups import table_pins
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import compare_shapes
-from sluice.sources.exceptions import UnreadableFileNames
 from sluice.storage import ObjectAlreadyExists
 
 __all__ = ["plan_epoch"]
@@ -138,8 +138,11 @@ def _new_plan(
     source = source.planning(epoch)
     try:
         rng = source.plan_range(start, caps.units, caps.records)
-    except UnreadableFileNames as exc:
-        raise exc.in_epoch(rt.name, epoch) from None
+    except SourceError as exc:
+        named = exc.in_epoch(rt.name, epoch)
+        if named is None:
+            raise
+        raise named from None
     if rng is None:
         return None
     now = rt.clock()

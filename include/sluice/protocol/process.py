@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame, SideInput
+from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame, SourceInput
 from sluice.contracts.records import (
     AttemptRecord,
     AttemptStatus,
@@ -38,6 +38,8 @@ from sluice.contracts.records import (
     StatePart,
     StateRef,
 )
+from sluice.contracts.sources import RECORD_COLUMNS, RECORD_TYPES, SPARK_TYPES, Source, SourceRange
+from sluice.exceptions import SourceError
 from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, late_ddl
 from sluice.operators.lookup import lookup_tables
@@ -46,8 +48,6 @@ from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, N
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.repository import advance
 from sluice.protocol.runtime import Runtime, SinkRole
-from sluice.sources.exceptions import PlannedFilesGone
-from sluice.sources.multi import MultiSource
 from sluice.spark import epoch_session
 from sluice.state import StoredState, state_input, state_parts, verify_parts, write_part
 
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from sluice.contracts.operators import StateUpdate
     from sluice.protocol.repository import Repository
+    from sluice.spec.model import PipelineSpec
     from sluice.storage import ObjectStore
 
 __all__ = [
@@ -128,8 +129,9 @@ def process_attempt(
         failed = advance(record, AttemptStatus.FAILED, rt.clock(), error=error)
         rt.repo.update_attempt(failed)
         abort_attempt(rt, epoch, record.attempt)
-        if isinstance(exc, PlannedFilesGone):
-            raise exc.in_epoch(rt.name, epoch) from None
+        named = exc.in_epoch(rt.name, epoch) if isinstance(exc, SourceError) else None
+        if named is not None:
+            raise named from None
         raise
     try:
         record = advance(record, AttemptStatus.PREPARED, rt.clock(), result=result)
@@ -248,39 +250,50 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
     migration = plan.state_migration or StateMigration()
     state = read_state(session, rt, plan.state, migration)
     spec = rt.spec
-    sides = _sides(rt, session, rng) if spec.join is not None else {}
     inp = EpochInput(
         spark=session,
-        records=next(iter(sides.values())).records if sides else rt.source.read(session, rng),
+        inputs=source_inputs(session, rt.source, rng, spec),
         spec=spec,
         carried=plan.watermark,
         state=state,
         epoch=plan.epoch,
-        source_uri=rt.source.location,
-        waiting=rt.source.waiting_partitions(rng),
-        before_hints=rt.source.before_hints(rng, spec.event_time.column),
         compact=state.needs_compaction() or (migration.changed and not state.empty),
         tables=lookup_tables(session, spec, dict(plan.tables), plan.epoch) if spec.lookup else {},
-        sides=sides,
     )
     return rt.operator().run(inp)
 
 
-def _sides(rt: Runtime, spark: SparkSession, rng: Any) -> dict[str, SideInput]:
-    """Each source's part of a join pipeline's epoch (its source is a :class:`MultiSource`)."""
-    source = rt.source
-    assert isinstance(source, MultiSource) and rt.spec.join is not None
-    frames = source.read_each(spark, rng)
-    waiting = source.waiting_partitions(rng)
-    sides = {}
-    for side in rt.spec.join.sides:
-        prefix = side.name + "/"
-        sides[side.name] = SideInput(
-            frames[side.name], source.sources[side.name].location,
-            tuple(p for p in waiting if p.startswith(prefix)),
-            source.side_hints(rng, side.name, side.event_time.column),
+def source_inputs(
+    spark: SparkSession, source: Source[Any, Any], rng: SourceRange, spec: PipelineSpec
+) -> dict[str, SourceInput]:
+    """Each of the pipeline's sources' input to the epoch, by name (:meth:`Source.parts`):
+    its records as that source reads them, with its waiting partitions and event-time hints
+    (asked after the read: a files source takes them from the footers it read); a source with
+    nothing new in the epoch reads as no rows of its columns."""
+    named = spec.sources
+    inputs = {}
+    for part in source.parts(rng):
+        declared = named[part.name]
+        if part.range is None:
+            empty = _no_records(spark, declared.source.schema)
+            inputs[part.name] = SourceInput(empty, part.source.location)
+            continue
+        records = part.source.read(spark, part.range)
+        inputs[part.name] = SourceInput(
+            records, part.source.location, part.source.waiting_partitions(part.range),
+            part.source.before_hints(part.range, declared.event_time.column),
         )  # fmt: skip
-    return sides
+    return inputs
+
+
+def _no_records(spark: SparkSession, schema: tuple[tuple[str, str], ...]) -> DataFrame:
+    """No rows, with the columns and types a source's ``read`` gives."""
+    from sluice.jvm.udfs import select
+    from sluice.operators.sqltext import quote
+
+    types = (*zip(RECORD_COLUMNS, RECORD_TYPES, strict=True),
+             *((c, SPARK_TYPES[kind]) for c, kind in schema))  # fmt: skip
+    return select(spark.range(0), *(f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in types))
 
 
 def _stage(

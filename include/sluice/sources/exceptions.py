@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.exceptions import SluiceError
+from sluice.exceptions import SourceError
 from sluice.words import count
 
 __all__ = [
@@ -13,15 +13,6 @@ __all__ = [
     "SourceError",
     "UnreadableFileNames",
 ]
-
-
-class SourceError(SluiceError):
-    """A source cannot produce the requested range. ``source`` is the location the message
-    names (a URI, ``topic@servers``...; None where it names none)."""
-
-    def __init__(self, message: str, *, source: str | None = None) -> None:
-        super().__init__(message)
-        self.source = source
 
 
 class ChangedFiles(SourceError):
@@ -68,7 +59,7 @@ class UnreadableFileNames(SourceError):
             source=source,
         )
 
-    def in_epoch(self, pipeline: str, epoch: int) -> UnreadableFileNames:
+    def in_epoch(self, pipeline: str, epoch: int) -> UnreadableFileNames:  # the plan step's
         """The same error, naming the pipeline and the epoch it stops."""
         assert self.source is not None
         return UnreadableFileNames(self.source, self.files, self.reasons, pipeline, epoch)
@@ -94,7 +85,7 @@ class PlannedFilesGone(SourceError):
             source=source,
         )
 
-    def in_epoch(self, pipeline: str, epoch: int) -> PlannedFilesGone:
+    def in_epoch(self, pipeline: str, epoch: int) -> PlannedFilesGone:  # the process step's
         """The same error, naming the pipeline and the epoch it stops."""
         assert self.source is not None
         return PlannedFilesGone(self.source, self.files, pipeline, epoch)

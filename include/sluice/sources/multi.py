@@ -10,8 +10,15 @@ new (an empty slice: its end is its start), and the epoch commits them all toget
     {"type": "multi", "start": {"type": "multi", "sources": {"persons": {...}, ...}},
      "sources": {"persons": {"type": "files", ...}, "auctions": None}}
 
-Names: a component's partitions are prefixed ``<name>/`` (``persons/0``) and its units
-``<name>:`` (``persons:a.jsonl``), so a source name holds neither ``/`` nor ``:``.
+The process step reads each component on its own (:meth:`MultiSource.parts`: a name, the
+component and its slice), as it reads a pipeline's one source: what a join does with two
+inputs is the join operator's. A component's units are named ``<name>:`` here
+(``persons:a.jsonl``, for :meth:`MultiSource.release`), so a source name holds no ``:``
+(nor ``/``: the join names its sides' partitions ``<name>/<partition>``).
+
+Stored offsets and ranges read back without the sources too (``from_dict``): each part then
+stays as it was stored (:class:`StoredOffset` / :class:`StoredRange`), enough to store, compare
+and show it again; :meth:`MultiSource.decode_offset` gives each part its own source's type.
 """
 
 from __future__ import annotations
@@ -20,28 +27,57 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.sources import RECORD_COLUMNS, SPARK_TYPES, Offset, Source, SourceRange
+from sluice.contracts.sources import Offset, Source, SourcePart, SourceRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RECORD_TYPES", "MultiOffset", "MultiRange", "MultiSource"]
+__all__ = ["MultiOffset", "MultiRange", "MultiSource", "StoredOffset", "StoredRange"]
 
-Columns = tuple[tuple[str, str], ...]  # a source's schema: (column, spec type) in order
 
-# The Spark SQL type of each column of RECORD_COLUMNS, as every source's ``read`` gives it.
-RECORD_TYPES = (
-    ("_partition", "string"),
-    ("_file", "string"),
-    ("_major", "int"),
-    ("_line", "bigint"),
-    ("_raw", "string"),
-    ("_error", "string"),
-)
+@dataclass(frozen=True)
+class StoredOffset(Offset):
+    """A component's offset as it was stored, read without its source."""
 
-_BY_SOURCE = (
-    "a multi {0} is decoded by its MultiSource (decode_{0}): each part needs its own "
-    "source to be read"
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StoredOffset:
+        return cls(dict(data))
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.data.items() if k != "type")
+
+
+@dataclass(frozen=True)
+class StoredRange(SourceRange):
+    """A component's slice as it was stored, read without its source: stored again as it
+    was; what it holds (its end, its units) only its source can say."""
+
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StoredRange:
+        return cls(dict(data))
+
+    @property
+    def end(self) -> Offset:
+        raise TypeError(_UNDECODED.format("end"))
+
+    @property
+    def units(self) -> int:
+        raise TypeError(_UNDECODED.format("units"))
+
+
+_UNDECODED = (
+    "a stored slice read without its source has no {}: read the range with its "
+    "MultiSource (decode_range)"
 )
 
 
@@ -60,7 +96,9 @@ class MultiOffset(Offset):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiOffset:
-        raise TypeError(_BY_SOURCE.format("offset"))
+        """The stored form back, each part as stored (:class:`StoredOffset`)."""
+        parts = _stored(data, "offset")
+        return cls(tuple((name, StoredOffset.from_dict(part)) for name, part in parts.items()))
 
     def describe(self) -> str:
         return ", ".join(f"{name}={o.describe()}" for name, o in self.parts)
@@ -96,12 +134,16 @@ class MultiRange(SourceRange):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MultiRange:
-        raise TypeError(_BY_SOURCE.format("range"))
+        """The stored form back, each part as stored (:class:`StoredRange`; None stays)."""
+        parts = _stored(data, "range")
+        return cls(
+            MultiOffset.from_dict(data["start"]),
+            tuple((n, None if p is None else StoredRange.from_dict(p)) for n, p in parts.items()),
+        )
 
 
 class MultiSource(Source[MultiOffset, MultiRange]):
-    """The named ``sources`` (left first) as one source; ``schemas``: each one's columns, so
-    a source with nothing new in an epoch reads as an empty frame of its own columns.
+    """The named ``sources`` (left first) as one source.
 
     Caps apply to each source on its own: ``max_units=10`` plans up to 10 units of each.
     """
@@ -109,13 +151,9 @@ class MultiSource(Source[MultiOffset, MultiRange]):
     offset_type = MultiOffset
     range_type = MultiRange
 
-    def __init__(
-        self, sources: Mapping[str, Source[Any, Any]], schemas: Mapping[str, Columns]
-    ) -> None:
-        _check_names(list(sources), list(schemas))
+    def __init__(self, sources: Mapping[str, Source[Any, Any]]) -> None:
+        _check_names(list(sources))
         self.sources = dict(sources)
-        self.schemas = {name: tuple(schemas[name]) for name in self.sources}
-        self.first = next(iter(self.sources))
         units = {s.unit_name for s in self.sources.values()}
         self.unit_name = units.pop() if len(units) == 1 else "units"
 
@@ -140,9 +178,7 @@ class MultiSource(Source[MultiOffset, MultiRange]):
 
     def _stored_parts(self, data: dict[str, Any], what: str) -> dict[str, Any]:
         """The ``sources`` of a stored multi offset or range; it must name exactly ours."""
-        stored = data.get("sources") if data.get("type") == "multi" else None
-        if not isinstance(stored, dict):
-            raise ValueError(f"not a multi {what}: {data!r}")
+        stored = _stored(data, what)
         if sorted(stored) != sorted(self.sources):
             raise ValueError(
                 f"the stored {what} is of the sources {_and(sorted(stored))}, but this "
@@ -204,6 +240,18 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         ours, theirs = a.by_name, b.by_name
         return any(s.is_before(ours[n], theirs[n]) for n, s in self.sources.items())
 
+    def pending_each(self, start: MultiOffset) -> dict[str, int | None]:
+        """Each source's ``pending_units`` by name; None for one that cannot count (or fails
+        to: the others are still shown)."""
+        starts = start.by_name
+        found: dict[str, int | None] = {}
+        for name, source in self.sources.items():
+            try:
+                found[name] = source.pending_units(starts[name])
+            except Exception:  # a monitor page shows the others
+                found[name] = None
+        return found
+
     def pending_units(self, start: MultiOffset) -> int | None:
         starts = start.by_name
         counts = [s.pending_units(starts[n]) for n, s in self.sources.items()]
@@ -227,7 +275,7 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         )
 
     def planning(self, epoch: int) -> MultiSource:
-        return MultiSource({n: s.planning(epoch) for n, s in self.sources.items()}, self.schemas)
+        return MultiSource({n: s.planning(epoch) for n, s in self.sources.items()})
 
     def forget(self, kept: list[dict[str, Any]], through: int) -> int:
         """Each source's :meth:`~Source.forget`, with its part of every kept offset."""
@@ -261,59 +309,26 @@ class MultiSource(Source[MultiOffset, MultiRange]):
 
     def skipping_missing_input(self) -> MultiSource:
         skipping = {n: s.skipping_missing_input() for n, s in self.sources.items()}
-        return MultiSource(skipping, self.schemas)
+        return MultiSource(skipping)
 
-    def waiting_partitions(self, rng: MultiRange) -> tuple[str, ...]:
-        return tuple(
-            f"{name}/{p}"
-            for name, r in rng.parts
-            if r is not None
-            for p in self.sources[name].waiting_partitions(r)
-        )
-
-    def before_hints(self, rng: MultiRange, column: str) -> dict[tuple[str, int], int | None]:
-        """The first source's (:meth:`side_hints`)."""
-        return self.side_hints(rng, self.first, column)
-
-    def side_hints(
-        self, rng: MultiRange, name: str, column: str
-    ) -> dict[tuple[str, int], int | None]:
-        """Source ``name``'s ``before_hints`` of its slice, partitions prefixed ``<name>/``
-        (after :meth:`read_each`: a files source takes them from the footers it read)."""
-        part = rng.part(name)
-        if part is None:
-            return {}
-        hints = self.sources[name].before_hints(part, column)
-        return {(f"{name}/{p}", major): bound for (p, major), bound in hints.items()}
+    def parts(self, rng: MultiRange) -> tuple[SourcePart, ...]:
+        """Each source with its slice (None: nothing new from it), by name, left first."""
+        return tuple(SourcePart(name, self.sources[name], r) for name, r in rng.parts)
 
     def read(self, spark: SparkSession, rng: MultiRange) -> DataFrame:
-        """The first source's part of :meth:`read_each` (the contract's one frame)."""
-        return self._read_part(spark, self.first, rng.part(self.first))
+        """Refused: the records of several sources are not one frame; the process step reads
+        each of :meth:`parts` on its own."""
+        raise TypeError(
+            f"{self.location}: several sources are read one at a time (MultiSource.parts)"
+        )
 
-    def read_each(self, spark: SparkSession, rng: MultiRange) -> dict[str, DataFrame]:
-        """Each source's records by name: RECORD_COLUMNS (``_partition`` prefixed
-        ``<name>/``) then its schema's columns; an empty frame of those columns for a source
-        with nothing new."""
-        return {name: self._read_part(spark, name, r) for name, r in rng.parts}
 
-    def _read_part(self, spark: SparkSession, name: str, part: SourceRange | None) -> DataFrame:
-        from sluice.jvm.udfs import select
-        from sluice.operators.sqltext import lit, quote
-
-        if part is None:
-            return self.empty_frame(spark, name)
-        frame = self.sources[name].read(spark, part)
-        rest = [quote(c) for c in (*RECORD_COLUMNS[1:], *(c for c, _ in self.schemas[name]))]
-        return select(frame, f"concat({lit(name + '/')}, _partition) AS _partition", *rest)
-
-    def empty_frame(self, spark: SparkSession, name: str) -> DataFrame:
-        """No rows, with the columns and types source ``name``'s ``read`` gives."""
-        from sluice.jvm.udfs import select
-        from sluice.operators.sqltext import quote
-
-        schema = tuple((c, SPARK_TYPES[kind]) for c, kind in self.schemas[name])
-        columns = [f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in (*RECORD_TYPES, *schema)]
-        return select(spark.range(0), *columns)
+def _stored(data: dict[str, Any], what: str) -> dict[str, Any]:
+    """The ``sources`` of a stored multi offset or range."""
+    stored = data.get("sources") if data.get("type") == "multi" else None
+    if not isinstance(stored, dict):
+        raise ValueError(f"not a multi {what}: {data!r}")
+    return stored
 
 
 def _stored_part(range_data: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -332,9 +347,9 @@ def _offset_part(offset: dict[str, Any], name: str) -> dict[str, Any] | None:
     return part
 
 
-def _check_names(sources: list[str], schemas: list[str]) -> None:
-    if not sources or sorted(sources) != sorted(schemas):
-        raise ValueError(f"a schema for each source: sources {sources}, schemas {schemas}")
+def _check_names(sources: list[str]) -> None:
+    if not sources:
+        raise ValueError("a MultiSource reads one source or more: none given")
     bad = [n for n in sources if not n or "/" in n or ":" in n]
     if bad:
         raise ValueError(f"source names {bad}: a name is not empty and holds no '/' or ':'")

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from sluice.contracts.sources import ONE_SOURCE, SPARK_TYPES
 from sluice.spec.components.base import SCHEMA_TYPES, SinkConfig, SourceConfig, WindowConfig
 from sluice.spec.components.windows import HoppingWindow, TumblingWindow
 from sluice.spec.durations import format_duration
@@ -28,6 +29,7 @@ __all__ = [
     "JoinSide",
     "JoinSpec",
     "LookupSpec",
+    "NamedSource",
     "PipelineSpec",
     "ProcessSpec",
     "SinkSpec",
@@ -153,14 +155,25 @@ class LookupSpec:
 
 
 @dataclass(frozen=True)
-class JoinSide:
-    """One named source of a joining pipeline (``sources.<name>``), with its own event time
-    (``event_time.<name>``) and its own filter (``filter.<name>``, applied before the join)."""
+class NamedSource:
+    """One of a pipeline's sources, by name (:attr:`PipelineSpec.sources`): a joining
+    pipeline's ``sources.<name>``, with its own event time (``event_time.<name>``) and its own
+    filter (``filter.<name>``, applied before the join); or a pipeline's one ``source:``,
+    named ``source`` (``declared`` False: the spec names it by its field alone)."""
 
     name: str
     source: SourceSpec
     event_time: EventTimeSpec
     filter: str | None = None
+    declared: bool = True
+
+    @property
+    def field(self) -> str:
+        """Where the spec declares it: ``sources.<name>``, or ``source``."""
+        return f"sources.{self.name}" if self.declared else "source"
+
+
+JoinSide = NamedSource  # a join's two sides are its two named sources
 
 
 @dataclass(frozen=True)
@@ -300,6 +313,13 @@ class PipelineSpec:
         return self.window
 
     @property
+    def joining(self) -> JoinSpec:
+        """The join of a joining pipeline (the join operator's view of the spec)."""
+        if self.join is None:
+            raise TypeError(f"pipeline {self.name} reads one source: it joins nothing")
+        return self.join
+
+    @property
     def stateless(self) -> bool:
         """Neither a window, a process function nor a join: select, filter, append
         (docs/stateless.md)."""
@@ -313,6 +333,45 @@ class PipelineSpec:
         if self.join is not None:
             return "join"
         return "process" if self.process is not None else "stateless"
+
+    @property
+    def sources(self) -> dict[str, NamedSource]:
+        """Every source the pipeline reads, by name, in the spec's order: a join's two, or
+        the one ``source:`` (named ``source``)."""
+        if self.join is not None:
+            return {side.name: side for side in self.join.sides}
+        one = NamedSource(ONE_SOURCE, self.source, self.event_time, declared=False)
+        return {ONE_SOURCE: one}
+
+    @property
+    def late_record(self) -> tuple[tuple[str, str], ...]:
+        """A late record's own columns with their Spark types, before where and when it came
+        (:func:`sluice.operators.base.late_ddl`): the source schema's; a join's sides' records
+        differ, so its late record is its side and its columns as JSON."""
+        if self.join is not None:
+            return (("side", "string"), ("record", "string"))
+        return tuple((c, SPARK_TYPES[kind]) for c, kind in self.source.schema)
+
+    @property
+    def output_noun(self) -> str:
+        """What an epoch emits, counted (``words.noun``): windows, or rows."""
+        return "rows" if self.stateless or self.join is not None else "windows"
+
+    def describe_operator(self) -> str:
+        """What the pipeline computes, in a few words."""
+        keys = ", ".join(f"`{k}`" for k in self.key_by) or "no key"
+        if self.stateless:
+            return "stateless (select / filter, every accepted record appended; no state)"
+        if self.process is not None:
+            return f"process function `{self.process.function}` by {keys}"
+        if self.join is not None:
+            return self.join.describe()
+        return f"{self.windowing.describe()} windows by {keys}, emit {self.emit}"
+
+    def source_spec(self, source: NamedSource) -> PipelineSpec:
+        """The spec ``source`` is read and classified by: the pipeline's own for its one
+        source, a join side's (:meth:`side_spec`) for a named one."""
+        return self.side_spec(source) if source.declared else self
 
     def side_spec(self, side: JoinSide) -> PipelineSpec:
         """The spec one side of a join reads and classifies its records by: that source, its

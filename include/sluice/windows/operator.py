@@ -24,7 +24,7 @@ sessions with ``max_duration``) keep a full snapshot each epoch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from sluice.contracts.operators import EpochFacts, EpochInput, StateInput, StateUpdate
 from sluice.jvm.udfs import Ledger, SqlFunctions, aggregate, counted, counting, select
-from sluice.operators.base import quoted
+from sluice.operators.base import quoted, where_keys
 from sluice.operators.records import EXACT, Classification, PassFacts, classify, dead_rows
 from sluice.windows.common import align_window_state, late_rows, operator_columns, result_rows
 from sluice.windows.index import Probe, WindowIndexes
@@ -65,6 +65,25 @@ class WindowOperator:
 
     def state_columns(self) -> list[str]:
         return self.kind.state_columns()
+
+    def key_columns(self) -> list[str]:
+        return list(self.spec.key_by)
+
+    def view(self, frame: DataFrame, keys: Mapping[str, str] | None = None) -> DataFrame:
+        """One row per open window of a key (``sluice state``): the key columns, the window's
+        bounds (count windows: its index and records so far) and every aggregate *so far*,
+        finalised by the expressions that produce the output rows."""
+        from sluice.windows.aggregates import finalize_columns
+
+        frame = where_keys(frame, keys)
+        dtypes = dict(frame.dtypes)
+        # a sum is integral exactly when its partial is (that is how the partial was chosen)
+        types = {
+            a.column: ("bigint" if dtypes.get(f"_p_{a.name}_s") == "bigint" else "double")
+            for a in self.spec.aggregates
+            if a.column is not None
+        }
+        return self.kind.view(frame, finalize_columns(self.spec.aggregates, types))
 
     def align_state(
         self, frame: DataFrame, reset_aggregates: tuple[str, ...], reset_states: tuple[str, ...]
