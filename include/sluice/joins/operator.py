@@ -41,6 +41,7 @@ from sluice.contracts.operators import (
 )
 from sluice.contracts.records import WatermarkState
 from sluice.contracts.sources import RECORD_COLUMNS, SPARK_TYPES
+from sluice.joins.types import LEFT, RIGHT, JoinType, join_type
 from sluice.jvm.udfs import SqlFunctions, select
 from sluice.operators.base import JOIN_LATE_DDL, quoted, where_keys
 from sluice.operators.records import (
@@ -52,7 +53,7 @@ from sluice.operators.records import (
     dead_rows,
     with_records,
 )
-from sluice.operators.sqltext import Sql, lit
+from sluice.operators.sqltext import col, lit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -69,7 +70,6 @@ __all__ = [
     "side_watermark",
 ]
 
-LEFT, RIGHT = 0, 1
 _TAIL = ["_ws", "_ts", "_exp", "_matched", "_pos", "_l", "_r"]
 _NUMERIC = {"int": 1, "long": 2, "float": 3, "double": 4}
 
@@ -96,33 +96,6 @@ def _struct_ddl(join: JoinSpec, side: JoinSide) -> str:
     return f"struct<{fields}>" if fields else "struct<`_`: boolean>"
 
 
-class _Lateness:
-    """A side's lateness rule (:class:`~sluice.operators.records.Lateness`)."""
-
-    def __init__(self, join: JoinSpec) -> None:
-        self.window = join.window
-        self.size = join.window.size_us if join.window is not None else 0
-        self.slide = (join.window.slide_us or self.size) if join.window is not None else 0
-
-    def _last_end(self, ts: Sql) -> Sql:
-        return Sql(f"({ts} - pmod({ts}, {self.slide}L) + {self.size}L)")
-
-    def late(self, ts: Sql, wm: Sql) -> Sql:
-        if self.window is None:  # interval, regular: behind the watermark
-            return Sql(f"({ts} < {wm})")
-        return Sql(f"({self._last_end(ts)} <= {wm})")  # every window of it closed
-
-    def missed(self, ts: Sql, wm: Sql) -> Sql:
-        return Sql(f"CASE WHEN {self.late(ts, wm)} THEN 1 ELSE 0 END")
-
-    def first_close(self, ts: int) -> int:
-        if self.window is None:
-            return ts + 1
-        base = ts - self.size
-        first_start = base - base % self.slide + self.slide
-        return first_start + self.size
-
-
 class JoinOperator:
     """The ``join`` operator (:func:`sluice.pipeline.operator_for`)."""
 
@@ -145,7 +118,7 @@ class JoinOperator:
             F.when(F.col("_side") == LEFT, F.lit(left)).otherwise(F.lit(right)).alias("side"),
             *[F.col(f"_k{i}").alias(name) for i, (name, _) in enumerate(join.on)],
         ]
-        if join.window is not None:
+        if join_type(join).assigner is not None:
             columns.append(F.timestamp_micros("_ws").alias("window_start"))
         columns += [
             F.timestamp_micros("_ts").alias("event_time"),
@@ -256,7 +229,7 @@ class JoinEpoch:
     @classmethod
     def start(cls, inp: EpochInput, join: JoinSpec) -> JoinEpoch:
         floor = _floor(join, inp.carried)
-        lateness = _Lateness(join)
+        lateness = join_type(join)
         sides = [_side_pass(inp, join, s, i, lateness, floor) for i, s in enumerate(join.sides)]
         # one job runs both sides' passes (the ledgers fill); a side whose bounds were not
         # exact is classified again with exact watermarks
@@ -352,7 +325,7 @@ def _side_pass(
     join: JoinSpec,
     side: JoinSide,
     index: int,
-    lateness: _Lateness,
+    lateness: JoinType,
     floor: int | None,
     runs: tuple[Any, ...] = (),
 ) -> _Side:
@@ -383,27 +356,14 @@ def _state_rows(classified: DataFrame, join: JoinSpec, side: JoinSide, index: in
     struct = f"named_struct({', '.join(fields)})"
     left, right = _struct_ddl(join, join.left), _struct_ddl(join, join.right)
     mine = f"{struct}"
+    kind = join_type(join)
     ws = "CAST(NULL AS BIGINT)"
-    if join.window is not None:
-        size, slide = join.window.size_us, join.window.slide_us or join.window.size_us
-        last = f"_ts_us - pmod(_ts_us, {slide}L)"
-        if slide == size:
-            accepted = select(accepted, "*", f"{last} AS _w")
-        else:
-            first = f"(_ts_us - {size}L) - pmod(_ts_us - {size}L, {slide}L) + {slide}L"
-            accepted = select(accepted, "*", f"explode(sequence({first}, {last}, {slide}L)) AS _w")
+    if kind.assigner is not None:
+        accepted = select(accepted, "*", f"{kind.assigner.starts(col('_ts_us'))} AS _w")
         # a window the record's position watermark closed is one it missed (late for it)
-        accepted = accepted.where(f"_wm IS NULL OR _w + {size}L > _wm")
+        accepted = accepted.where(f"_wm IS NULL OR _w + {kind.assigner.size}L > _wm")
         ws = "_w"
-    if join.type == "window":
-        assert join.window is not None
-        expiry = f"{ws} + {join.window.size_us}L - 1"
-    elif join.type == "interval":
-        assert join.lower_us is not None and join.upper_us is not None
-        expiry = f"_ts_us + {join.upper_us}L" if index == LEFT else f"_ts_us - ({join.lower_us}L)"
-    else:
-        assert join.ttl_us is not None
-        expiry = f"_ts_us + {join.ttl_us}L"
+    expiry = kind.expiry(ws, index)
     return select(
         accepted,
         f"CAST({index} AS TINYINT) AS _side",
@@ -423,13 +383,7 @@ def _state_rows(classified: DataFrame, join: JoinSpec, side: JoinSide, index: in
 
 def _condition(join: JoinSpec) -> str:
     terms = [f"l._k{i} = r._k{i}" for i in range(len(join.on))]
-    if join.type == "window":
-        terms.append("l._ws = r._ws")
-    elif join.type == "interval":
-        terms.append(f"r._ts BETWEEN l._ts + ({join.lower_us}L) AND l._ts + ({join.upper_us}L)")
-    else:
-        terms.append(f"abs(l._ts - r._ts) <= {join.ttl_us}L")
-    return " AND ".join(terms)
+    return " AND ".join([*terms, join_type(join).condition()])
 
 
 def _pairs(join: JoinSpec, new: DataFrame, old: DataFrame | None) -> DataFrame:
@@ -458,10 +412,11 @@ def _mark_matched(rows: DataFrame, pairs: DataFrame) -> DataFrame:
 def _output(rows: DataFrame, join: JoinSpec, epoch: int) -> DataFrame:
     """The result columns (``output:``'s expressions over the sides' records) + _op, _epoch."""
     window = []
-    if join.window is not None:
+    assigner = join_type(join).assigner
+    if assigner is not None:
         window = [
             "timestamp_micros(_ws) AS window_start",
-            f"timestamp_micros(_ws + {join.window.size_us}L) AS window_end",
+            f"timestamp_micros(_ws + {assigner.size}L) AS window_end",
         ]
     named = select(
         rows, f"_l AS {quoted(join.left.name)}", f"_r AS {quoted(join.right.name)}", *window
@@ -485,11 +440,11 @@ def _late_rows(side: _Side, join: JoinSpec, epoch: int) -> DataFrame:
         + "))"
     )
     window = ["CAST(NULL AS TIMESTAMP) AS window_start", "CAST(NULL AS TIMESTAMP) AS window_end"]
-    if join.window is not None:
-        size, slide = join.window.size_us, join.window.slide_us or join.window.size_us
-        start = f"_ts_us - pmod(_ts_us, {slide}L)"
+    assigner = join_type(join).assigner
+    if assigner is not None:  # its last window
+        start = assigner.last_start(col("_ts_us"))
         window = [f"timestamp_micros({start}) AS window_start",
-                  f"timestamp_micros({start} + {size}L) AS window_end"]  # fmt: skip
+                  f"timestamp_micros({start} + {assigner.size}L) AS window_end"]  # fmt: skip
     return select(
         rows,
         f"'{side.side.name}' AS side",

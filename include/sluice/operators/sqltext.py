@@ -5,7 +5,7 @@ PySpark builds a ``Column`` through the JVM gateway: ``F.col("a") + F.lit(1)`` a
 round trips: the driver time of a small epoch). An expression written as text costs one
 (``F.expr`` / ``selectExpr``). :class:`Sql` keeps the text, and its operators let one rule be
 written once for Python ints (the driver's checks) and for Spark (the pass): see
-:func:`sluice.windows.kinds.fmod`.
+:func:`sluice.operators.assigners.fmod`.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 
 from sluice.contracts.operators import ACCEPTED
 from sluice.jvm.udfs import aggregate, select
+from sluice.operators.assigners import SlidingAssigner, fmod
 from sluice.operators.base import quoted
 from sluice.operators.sqltext import Sql, call, col, when
 from sluice.spec.components.windows import HoppingWindow, TumblingWindow
 from sluice.windows.aggregates import partial_sql
-from sluice.windows.strategy import TS, WM, N, Pipeline, WindowKind, fmod
+from sluice.windows.strategy import TS, WM, N, Pipeline, WindowKind
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,15 +28,14 @@ class Sliding(WindowKind[TumblingWindow | HoppingWindow]):
 
     def __init__(self, window: TumblingWindow | HoppingWindow, pipeline: Pipeline) -> None:
         super().__init__(window, pipeline)
-        self.size = window.size_us
-        self.slide = window.slide_us or self.size
+        self.assigner = SlidingAssigner(window.size_us, window.slide_us)
+        self.size, self.slide = self.assigner.size, self.assigner.slide
 
     def last_start(self, ts: N) -> N:
-        return ts - fmod(ts, self.slide)
+        return self.assigner.last_start(ts)
 
     def first_start(self, ts: N) -> N:
-        base = ts - self.size
-        return base - fmod(base, self.slide) + self.slide
+        return self.assigner.first_start(ts)
 
     def first_close(self, ts: N) -> N:
         return self.first_start(ts) + self.size + self.lateness_us
@@ -45,7 +45,7 @@ class Sliding(WindowKind[TumblingWindow | HoppingWindow]):
 
     @property
     def tumbling(self) -> bool:
-        return self.slide == self.size
+        return self.assigner.tumbling
 
     def _last_missed_start(self, wm: Sql) -> Sql:
         """The latest start whose window closed at ``wm`` (any multiple of slide)."""
@@ -62,11 +62,7 @@ class Sliding(WindowKind[TumblingWindow | HoppingWindow]):
 
     def _starts(self, classified: DataFrame, missed: bool) -> DataFrame:
         """Each record with ``_ws`` for every window it missed (``missed``) or entered."""
-        if self.tumbling:
-            frame = select(classified, "*", self.last_start(TS).alias("_ws"))
-        else:
-            starts = call("sequence", self.first_start(TS), self.last_start(TS), self.slide)
-            frame = select(classified, "*", f"explode({starts}) AS _ws")
+        frame = select(classified, "*", f"{self.assigner.starts(TS)} AS _ws")
         closed = WM.not_null() & (col("_ws") + (self.size + self.lateness_us) <= WM)
         return frame.where(str(closed if missed else ~closed))
 

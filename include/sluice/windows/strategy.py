@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 from pyspark.sql import functions as F
 
 from sluice.jvm.udfs import aggregate, select
+from sluice.operators.assigners import N, fmod
 from sluice.operators.base import quoted
-from sluice.operators.sqltext import Sql, call, col, when
+from sluice.operators.sqltext import Sql, col, when
 from sluice.spec.components.base import WindowConfig
 from sluice.windows.aggregates import merge_sql, partial_names
 
@@ -29,15 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Pipeline", "WindowKind", "fmod", "gap_groups"]
 
-N = TypeVar("N", int, Sql)
 W = TypeVar("W", bound=WindowConfig)
-
-
-def fmod(value: N, step: int) -> N:
-    """``value mod step`` rounded toward -inf (``pmod``), for ints and SQL alike."""
-    if isinstance(value, Sql):
-        return call("pmod", value, step)
-    return value % step
 
 
 TS, WM = col("_ts_us"), col("_wm")
