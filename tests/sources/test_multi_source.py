@@ -183,7 +183,7 @@ def test_each_part_names_its_own_waiting_partitions(local_workspace: Workspace) 
     src = files_multi(ws, partition_by="directory")
     rng = src.plan_range(src.initial_offset(), 1)
     assert rng is not None
-    waiting = {p.name: p.source.waiting_partitions(p.range) for p in src.parts(rng)}
+    waiting = {p.name: p.source.waiting_partitions(p.range) for p in src.parts(rng.to_dict())}
     assert waiting == {"persons": ("d2",), "auctions": ("d4",)}
 
 
@@ -339,7 +339,7 @@ def sides(spark: Any, src: MultiSource, rng: MultiRange, spec: PipelineSpec) -> 
     """Each side's records as the join reads them: the process step's inputs, partitions
     named ``<side>/`` by the join."""
     join = spec.joining
-    inputs = source_inputs(spark, src, rng, spec)
+    inputs = source_inputs(spark, src, rng.to_dict(), spec)
     return {name: side_input(inp, join.side(name)) for name, inp in inputs.items()}
 
 

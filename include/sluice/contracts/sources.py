@@ -218,12 +218,13 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         never a wrong result. Default: none."""
         return {}
 
-    def parts(self, rng: RangeT) -> tuple[SourcePart, ...]:
+    def parts(self, range_data: dict[str, Any]) -> tuple[SourcePart, ...]:
         """Each source this one reads, by the name the pipeline gives it, with its slice of
-        ``rng``: what the process step reads, one :class:`SourcePart` at a time (each
-        part's ``read`` returns one source's records). Default: this source alone, named
-        :data:`ONE_SOURCE`; a source over several (a join's) gives each of its own."""
-        return (SourcePart(ONE_SOURCE, self, rng),)
+        the range a plan stored (``range_data``, decoded here): what the process step reads,
+        one :class:`SourcePart` at a time (each part's ``read`` returns one source's
+        records). Default: this source alone, named :data:`ONE_SOURCE`; a source over several
+        (a join's) gives each of its own."""
+        return (SourcePart(ONE_SOURCE, self, self.decode_range(range_data)),)
 
     def pending_each(self, start: OffsetT) -> dict[str, int | None]:
         """:meth:`pending_units` of each of :meth:`parts`' sources, by name, where there are

@@ -38,7 +38,7 @@ from sluice.contracts.records import (
     StatePart,
     StateRef,
 )
-from sluice.contracts.sources import RECORD_COLUMNS, RECORD_TYPES, SPARK_TYPES, Source, SourceRange
+from sluice.contracts.sources import RECORD_COLUMNS, RECORD_TYPES, SPARK_TYPES, Source
 from sluice.exceptions import SourceError
 from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, late_ddl
@@ -246,13 +246,12 @@ class SparkCompute:
 
 def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
     session = epoch_session(spark)
-    rng = rt.source.decode_range(plan.source_range)
     migration = plan.state_migration or StateMigration()
     state = read_state(session, rt, plan.state, migration)
     spec = rt.spec
     inp = EpochInput(
         spark=session,
-        inputs=source_inputs(session, rt.source, rng, spec),
+        inputs=source_inputs(session, rt.source, plan.source_range, spec),
         spec=spec,
         carried=plan.watermark,
         state=state,
@@ -264,15 +263,16 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
 
 
 def source_inputs(
-    spark: SparkSession, source: Source[Any, Any], rng: SourceRange, spec: PipelineSpec
+    spark: SparkSession, source: Source[Any, Any], range_data: dict[str, Any], spec: PipelineSpec
 ) -> dict[str, SourceInput]:
-    """Each of the pipeline's sources' input to the epoch, by name (:meth:`Source.parts`):
+    """Each of the pipeline's sources' input to the epoch whose plan stored ``range_data``, by
+    name (:meth:`Source.parts`):
     its records as that source reads them, with its waiting partitions and event-time hints
     (asked after the read: a files source takes them from the footers it read); a source with
     nothing new in the epoch reads as no rows of its columns."""
     named = spec.sources
     inputs = {}
-    for part in source.parts(rng):
+    for part in source.parts(range_data):
         declared = named[part.name]
         if part.range is None:
             empty = _no_records(spark, declared.source.schema)

@@ -311,8 +311,9 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         skipping = {n: s.skipping_missing_input() for n, s in self.sources.items()}
         return MultiSource(skipping)
 
-    def parts(self, rng: MultiRange) -> tuple[SourcePart, ...]:
+    def parts(self, range_data: dict[str, Any]) -> tuple[SourcePart, ...]:
         """Each source with its slice (None: nothing new from it), by name, left first."""
+        rng = self.decode_range(range_data)
         return tuple(SourcePart(name, self.sources[name], r) for name, r in rng.parts)
 
     def read(self, spark: SparkSession, rng: MultiRange) -> DataFrame:
