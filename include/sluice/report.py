@@ -184,7 +184,16 @@ def pending_units(rt: Runtime) -> int | None:
 def pending_by_source(rt: Runtime) -> dict[str, int | None]:
     """:func:`pending_units` of each source of a pipeline of several, by name (empty: one
     source). A source that cannot count its input (or fails to) is None."""
-    return rt.source.pending_each(_next_start(rt))
+    if len(rt.spec.sources) == 1:
+        return {}
+    parts = rt.source.offset_parts(_next_start(rt))
+    found: dict[str, int | None] = {}
+    for name, (source, start) in parts.items():
+        try:
+            found[name] = source.pending_units(start)
+        except Exception:  # the page still shows the others
+            found[name] = None
+    return found
 
 
 def _next_start(rt: Runtime) -> Any:

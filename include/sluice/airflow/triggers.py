@@ -101,8 +101,8 @@ def pending_work(rt: Runtime, start: Any, source: str | None = None) -> str | No
     a time schedule. None when there is nothing. ``source``: one source of a join pipeline
     (its input asset's watcher), at its part of ``start``."""
     part: Any = rt.source
-    if source is not None:  # a MultiSource (sluice.sources.multi) and its MultiOffset
-        part, start = rt.source.sources[source], start.by_name[source]  # type: ignore[attr-defined]
+    if source is not None:
+        part, start = rt.source.offset_parts(start)[source]
     units = part.pending_units(start)
     if units is None:
         return f"source {part.location} cannot count its new input; a run looks"

@@ -226,11 +226,11 @@ class Source(ABC, Generic[OffsetT, RangeT]):
         (a join's) gives each of its own."""
         return (SourcePart(ONE_SOURCE, self, self.decode_range(range_data)),)
 
-    def pending_each(self, start: OffsetT) -> dict[str, int | None]:
-        """:meth:`pending_units` of each of :meth:`parts`' sources, by name, where there are
-        several (None: that one cannot count). Default: empty (one source: its
-        ``pending_units`` is the whole)."""
-        return {}
+    def offset_parts(self, start: OffsetT) -> dict[str, tuple[Source[Any, Any], Offset]]:
+        """Each source this one reads, by the name the pipeline gives it, with its part of
+        ``start`` (what a watcher of one source's input counts from). Default: this source
+        alone, named :data:`ONE_SOURCE`."""
+        return {ONE_SOURCE: (self, start)}
 
     def waiting_partitions(self, rng: RangeT) -> tuple[str, ...]:
         """Partitions that had input beyond ``rng`` when it was planned (recorded in the

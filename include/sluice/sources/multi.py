@@ -240,17 +240,9 @@ class MultiSource(Source[MultiOffset, MultiRange]):
         ours, theirs = a.by_name, b.by_name
         return any(s.is_before(ours[n], theirs[n]) for n, s in self.sources.items())
 
-    def pending_each(self, start: MultiOffset) -> dict[str, int | None]:
-        """Each source's ``pending_units`` by name; None for one that cannot count (or fails
-        to: the others are still shown)."""
+    def offset_parts(self, start: MultiOffset) -> dict[str, tuple[Source[Any, Any], Offset]]:
         starts = start.by_name
-        found: dict[str, int | None] = {}
-        for name, source in self.sources.items():
-            try:
-                found[name] = source.pending_units(starts[name])
-            except Exception:  # a monitor page shows the others
-                found[name] = None
-        return found
+        return {name: (source, starts[name]) for name, source in self.sources.items()}
 
     def pending_units(self, start: MultiOffset) -> int | None:
         starts = start.by_name
