@@ -222,14 +222,14 @@ def test_a_warm_context_reads_an_unchanged_table_once(spark: Any, tmp_path: Path
     plan = plan_epoch(rt)
     assert plan is not None
     pins = dict(plan.tables)
-    first = lookup_tables(spark, spec, pins, 1)["users"]
-    assert lookup_tables(spark, spec, pins, 2)["users"] is first  # no new read
+    first = lookup_tables(spark, spec, pins, 1, rt.lookup_kinds)["users"]
+    assert lookup_tables(spark, spec, pins, 2, rt.lookup_kinds)["users"] is first  # no new read
     _table(tmp_path, "v2", V2)
     from sluice.protocol.lookups import table_pins
 
     newer = dict(table_pins(rt, 3, None))
     assert newer["users"].version != pins["users"].version
-    second = lookup_tables(spark, spec, newer, 3)["users"]
+    second = lookup_tables(spark, spec, newer, 3, rt.lookup_kinds)["users"]
     assert second is not first
     assert sorted(r["country"] for r in second.collect()) == ["at", "fr", "it"]
 
@@ -445,7 +445,7 @@ def test_a_postgres_table_is_copied_at_plan_time_and_each_epoch_joins_its_copy(
     took. Epoch 3 joins the changed table; epoch 4, planned with the table unchanged, pins
     epoch 3's copy again (no new copy). Retention (2 checkpoints kept) deletes the copies no
     kept plan pins. The copy is fetched a row at a time here (batches of 50,000 rows)."""
-    monkeypatch.setattr("sluice.protocol.lookups._BATCH_ROWS", 1)
+    monkeypatch.setattr("sluice.lookups.postgres._BATCH_ROWS", 1)
     _pg_users(app_db, V1)
     spec = _pg_spec(tmp_path, checkpoint={"storage": f"{tmp_path.as_uri()}/ckpt", "retained": 2})
     rt = runtime(spec)

@@ -260,7 +260,11 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         waiting=rt.source.waiting_partitions(rng),
         before_hints=rt.source.before_hints(rng, spec.event_time.column),
         compact=state.needs_compaction() or (migration.changed and not state.empty),
-        tables=lookup_tables(session, spec, dict(plan.tables), plan.epoch) if spec.lookup else {},
+        tables=(
+            lookup_tables(session, spec, dict(plan.tables), plan.epoch, rt.lookup_kinds)
+            if spec.lookup
+            else {}
+        ),
         sides=sides,
     )
     return rt.operator().run(inp)

@@ -52,7 +52,14 @@ EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 LOOKUP_JOINS = ("left", "inner")  # a lookup join's ``how``
 LOOKUP_FORMATS = ("parquet",)  # a lookup table's files
-LOOKUP_TABLES = ("files", "delta", "postgres", "iceberg")  # a lookup table's type
+# a lookup table's type and the fields its ``table:`` takes: one line per type; its kind's line
+# is sluice.pipeline.LOOKUP_KINDS (docs/extending.md, "A new lookup kind")
+LOOKUP_TABLES: dict[str, tuple[str, ...]] = {
+    "files": ("type", "path", "format"),
+    "delta": ("type", "path"),
+    "postgres": ("type", "connection", "table"),
+    "iceberg": ("type", "connection", "table"),
+}
 STATE_KINDS = ("value", "list", "reducing", "map")
 JOIN_TYPES = ("window", "interval", "regular")  # a stream-stream join's ``type``
 JOIN_HOWS = ("inner", "left")
@@ -141,7 +148,7 @@ class LookupSpec:
     columns: tuple[tuple[str, str], ...]  # (table column, type) each record gets
     how: Literal["left", "inner"] = "left"
     format: Literal["parquet"] = "parquet"
-    table_type: Literal["files", "delta", "postgres", "iceberg"] = "files"
+    table_type: str = "files"  # a type of LOOKUP_TABLES
     connection: str | None = None  # postgres, iceberg: the database's or catalog's connection
     table: str | None = None  # postgres: [schema.]table; iceberg: namespace.table
 
