@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
+from sluice.cli import main
 from sluice.operators.exceptions import LookupTableError
 from sluice.operators.lookup import lookup_tables
 from sluice.protocol import (
@@ -310,6 +311,51 @@ def test_a_pinned_replay_whose_table_version_is_gone_is_refused_naming_the_way_o
     (tmp_path / "users" / "v1.parquet").unlink()
     with pytest.raises(LookupTableError, match=r"v1\.parquet is gone.*lookup_versions: current"):
         _rewind_to_1(rt, spark)
+
+
+V3 = {"ann": ("pl", 4), "bob": ("fr", 2)}
+REWIND = ["--restore-from", "checkpoint", "--epoch", "1", "--max-files", "3", "--quiet"]
+
+
+def _spec_file(tmp_path: Path) -> str:
+    """The spec of these tests as a file, for the CLI (JSON is YAML)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec_body(tmp_path)))
+    return str(path)
+
+
+def _three_versions(spark: Any, tmp_path: Path) -> tuple[Any, Any]:
+    """Epochs 1-3 each join their own version of the table, replaced between them (v1, v2,
+    v3: the older version's files deleted): the files epoch 2 pinned are gone."""
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    for (name, second), (version, rows) in zip(
+        (("a", 0), ("b", 10), ("c", 20)), (("v1", V1), ("v2", V2), ("v3", V3)), strict=True
+    ):
+        _table(tmp_path, version, rows)
+        _clicks(tmp_path, name, ["ann"], second)
+        run_until_drained(rt, spark)
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "pl"}
+    return spec, rt
+
+
+def test_a_refused_pinned_rewind_can_be_retried_with_current_versions(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pinned rewind is refused (epoch 2's version is gone) and leaves no plan behind:
+    neither ``sluice restore`` nor the same rewind asking for the current versions is taken
+    as its retry; the latter joins the table as it is now."""
+    spec, rt = _three_versions(spark, tmp_path)
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND]) == 2
+    refused = capsys.readouterr().err
+    assert "v2.parquet is gone" in refused and "lookup_versions: current" in refused
+    assert main(["restore", path, "--epoch", "1"]) == 2  # pinned too: refused the same way
+    assert "v2.parquet is gone" in capsys.readouterr().err
+    assert rt.repo.plan(4) is None  # nothing planned that a later request would retry
+    assert main(["run", path, *REWIND, "--lookup-versions", "current"]) == 0
+    assert _by_second(spec) == {"00": "de", "10": "pl", "20": "pl"}
+    assert rt.repo.plan(4) is not None and rt.repo.plan(4).replays is None
 
 
 def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:

@@ -1,6 +1,6 @@
 """The lookup tables' versions in the plans (docs/joins.md, "Table types"): a new plan pins the
-version of each lookup's table it joins, now (a replay: the versions the epoch it replays
-joined, :mod:`sluice.protocol.plan`); retention keeps the copies a kept plan pins.
+version of each lookup's table it joins, now; a replay joins the versions the epoch it replays
+joined, checked before its plan is written; retention keeps the copies a kept plan pins.
 
 What a version is, how it is read and checked, is each table kind's
 (:class:`~sluice.contracts.lookups.LookupTable`, registered by type in
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sluice.contracts.records import Checkpoint, Plan, TablePin
     from sluice.protocol.runtime import Runtime
 
-__all__ = ["keeps_copies", "stale_copies", "table_pins"]
+__all__ = ["check_pins", "keeps_copies", "stale_copies", "table_pins"]
 
 
 def table_pins(
@@ -50,6 +50,18 @@ def table_pins(
             ) from None
         pins.append((lookup.name, pin))
     return tuple(pins)
+
+
+def check_pins(rt: Runtime, epoch: int, tables: Iterable[tuple[str, TablePin]]) -> None:
+    """Refuse (:class:`~sluice.operators.exceptions.LookupTableError`) a plan of ``epoch``
+    joining a pinned version whose files changed or are gone, before it is written: a replay
+    that cannot run must leave no plan for the next request to be taken as its retry."""
+    from sluice.operators.lookup import check_pin  # Spark's: imported when a replay is planned
+
+    for lookup in rt.spec.lookup:
+        pin = dict(tables).get(lookup.name)
+        if pin is not None:
+            check_pin(rt.spec, lookup, pin, epoch, rt.lookup_kinds)
 
 
 def keeps_copies(rt: Runtime) -> bool:

@@ -9,7 +9,9 @@ A rewind (``rewind_to=j``, j < k; see :mod:`sluice.protocol.resolve` and docs/re
 epoch k+1 from checkpoint j instead — its end offsets, watermark and state — and marks the
 plan ``restored_from.retract_after = j``; writing that plan is the rewind's one atomic step.
 Epoch numbers never go back, so every fence (checkpoint keys, sink transaction ids) stays
-monotonic; the epochs j+1..k are "rewound" from then on.
+monotonic; the epochs j+1..k are "rewound" from then on. A replay of a rewound epoch joins
+the lookup table versions that epoch joined (docs/rewind.md), checked before its plan is
+written: a rewind refused for a version gone leaves nothing planned.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from sluice.contracts.records import (
 )
 from sluice.contracts.sources import Offset
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
-from sluice.protocol.lookups import table_pins
+from sluice.protocol.lookups import check_pins, table_pins
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import compare_shapes
@@ -88,6 +90,8 @@ def plan_epoch(
     plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
     if plan is not None and rt.spec.lookup:
         replay = _replaying(rt, base, plan) if lookup_versions == "pinned" else None
+        if replay is not None:  # refused before it is written: nothing left to retry
+            check_pins(rt, epoch, replay.tables)
         plan = replay or replace(plan, tables=table_pins(rt, epoch, base))
     if plan is None and base is not latest:
         assert base is not None
