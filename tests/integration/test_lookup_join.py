@@ -358,6 +358,30 @@ def test_a_refused_pinned_rewind_can_be_retried_with_current_versions(
     assert rt.repo.plan(4) is not None and rt.repo.plan(4).replays is None
 
 
+def test_a_pinned_rewind_after_a_current_one_joins_what_the_rewound_epochs_joined(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A row for cat lands in the table after epochs 1-3 (which found none); a pinned rewind
+    replays what they joined, a current one joins cat's row, and a pinned rewind after that
+    replays what the epochs it rewinds (the current rewind's) joined: cat's row, not the
+    versions the first run joined, retracted since."""
+    _table(tmp_path, "v1", V1)
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    for name, second in (("a", 0), ("b", 10), ("c", 20)):
+        _clicks(tmp_path, name, ["cat"], second)
+        run_until_drained(rt, spark)
+    _table(tmp_path, "cat", {"cat": ("it", 1)}, drop=False)
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND]) == 0  # epoch 4 replays 2..3 as they were
+    assert _by_second(spec) == {"00": None, "10": None, "20": None}
+    assert main(["run", path, *REWIND, "--lookup-versions", "current"]) == 0  # epoch 5
+    assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
+    assert main(["run", path, *REWIND]) == 0  # epoch 6 replays 5, which joined cat's row
+    assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
+    assert [rt.repo.plan(e).replays for e in (4, 5, 6)] == [2, None, 5]
+
+
 def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:
     """A new version of the users table as a Delta table (the first write: version 0)."""
     frame = spark.createDataFrame(

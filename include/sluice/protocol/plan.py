@@ -168,15 +168,12 @@ def _new_plan(
 def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
     """``plan`` joining the table versions of the rewound epoch it replays, if it replays
     one (else None: it pins the tables as they are now). A rewind's first plan may replay
-    the first rewound epoch, the plan after a replay the epoch after the replayed one; it
-    replays it when it starts where that one started (a replay cut as the first run was)."""
-    restored = plan.restored_from
-    if restored is not None and restored.retract_after is not None:  # a rewind
-        candidate: int | None = restored.retract_after + 1
-    elif base is not None and base.plan.replays is not None:
-        candidate = base.plan.replays + 1
-    else:
-        return None
+    the first epoch it rewinds, the plan after a replay the rewound epoch after the replayed
+    one; it replays it when it starts where that one started (a replay cut as the first run
+    was). The rewound epochs are those the rewind retracts (``restored_from.rewound``), never
+    epochs an earlier rewind retracted already: a pinned replay joins what the epochs it
+    rewinds joined."""
+    candidate = _replayed(rt, base, plan)
     original = rt.repo.plan(candidate) if candidate is not None and candidate < plan.epoch else None
     if original is None or not _same_position(rt, original.start_offset, plan.start_offset):
         return None
@@ -185,6 +182,25 @@ def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
         return None  # the replayed epoch had no such lookup
     tables = tuple((lk.name, pinned[lk.name]) for lk in rt.spec.lookup)
     return replace(plan, tables=tables, replays=original.epoch)
+
+
+def _replayed(rt: Runtime, base: Checkpoint | None, plan: Plan) -> int | None:
+    """The rewound epoch ``plan`` would replay: the first the rewind retracts, or the one after
+    the epoch its base replayed (stored without ``rewound``: the epoch after that one)."""
+    restored = plan.restored_from
+    if restored is not None and restored.retract_after is not None:  # a rewind
+        return min(restored.rewound, default=restored.retract_after + 1)
+    if base is None or base.plan.replays is None:
+        return None
+    replayed = base.plan.replays
+    rewind = base.plan  # the rewind's first plan: the replays that follow it come after it
+    while rewind.restored_from is None or rewind.restored_from.retract_after is None:
+        before = rt.repo.plan(rewind.epoch - 1)
+        if before is None or before.replays is None:
+            return replayed + 1
+        rewind = before
+    later = [e for e in rewind.restored_from.rewound if e > replayed]
+    return min(later, default=None if rewind.restored_from.rewound else replayed + 1)
 
 
 def _same_position(rt: Runtime, a: dict[str, Any], b: dict[str, Any]) -> bool:
