@@ -21,6 +21,7 @@ from rich.console import Console
 from sluice.cli import main
 from sluice.operators.exceptions import LookupTableError
 from sluice.operators.lookup import lookup_tables
+from sluice.pipeline import LOOKUP_KINDS
 from sluice.protocol import (
     RunRequest,
     commit_epoch,
@@ -31,7 +32,9 @@ from sluice.protocol import (
 from sluice.protocol.exceptions import ProtocolError
 from sluice.report import checkpoint_rows, checkpoint_table
 from sluice.spec import parse_spec
+from sluice.spec.model import LOOKUP_TABLES
 
+from tests.fixtures.csv_lookup import CsvTable
 from tests.fixtures.pipelines import committed_rows, runtime
 
 pytestmark = pytest.mark.spark
@@ -380,6 +383,50 @@ def test_a_pinned_rewind_after_a_current_one_joins_what_the_rewound_epochs_joine
     assert main(["run", path, *REWIND]) == 0  # epoch 6 replays 5, which joined cat's row
     assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
     assert [rt.repo.plan(e).replays for e in (4, 5, 6)] == [2, None, 5]
+
+
+@pytest.fixture
+def csv_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``type: csv`` registered (tests/fixtures/csv_lookup.py): the spec's line, the kind's."""
+    monkeypatch.setitem(LOOKUP_TABLES, CsvTable.type, ("type", "path"))
+    monkeypatch.setitem(LOOKUP_KINDS, CsvTable.type, CsvTable())
+
+
+def _csv_table(tmp_path: Path, name: str, rows: dict[str, tuple[str, int]]) -> None:
+    """A new version of the users table as ``name``.csv, the older files removed."""
+    folder = tmp_path / "users_csv"
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.csv"):
+        old.unlink()
+    lines = ["user_id,country,tier"] + [f"{k},{c},{t}" for k, (c, t) in rows.items()]
+    (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_a_lookup_kind_of_ones_own_pins_and_joins_each_epochs_version(
+    spark: Any, tmp_path: Path, csv_kind: None
+) -> None:
+    table = {"type": "csv", "path": f"{tmp_path.as_uri()}/users_csv"}
+    spec = _spec(tmp_path, table=table)
+    rt = runtime(spec)
+    _csv_table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann", "cat"])
+    run_until_drained(rt, spark)
+    _csv_table(tmp_path, "v2", V2)
+    _clicks(tmp_path, "b", ["ann", "cat"], second=10)
+    (outcome,) = run_until_drained(rt, spark)
+    assert outcome.checkpoint.plan.tables[0][1].kind == "csv"
+    rows = {
+        (r["user"], r["ts"][17:19]): (r["country"], r["tier"]) for r in committed_rows(spec, "out")
+    }
+    assert rows == {
+        ("ann", "00"): ("de", 1),
+        ("cat", "01"): (None, None),
+        ("ann", "10"): ("at", 3),
+        ("cat", "11"): ("it", 1),
+    }
+    _rewind_to_1(rt, spark)  # epoch 3 replays epoch 2 with the version it pinned (checked)
+    assert rt.repo.plan(3).replays == 2
+    assert _by_second(spec) == {"00": "de", "01": None, "10": "at", "11": "it"}
 
 
 def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:
