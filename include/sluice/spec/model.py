@@ -153,10 +153,13 @@ class LookupSpec:
     table: str | None = None  # postgres: [schema.]table; iceberg: namespace.table
 
     def describe(self) -> str:
-        """Where the table is, in a line."""
-        if self.table_type in ("postgres", "iceberg"):
+        """Where the table is, in a line: a table a connection reaches, a table at a path, or
+        a folder of ``format`` files (its path alone), as its type's fields say."""
+        if "table" in LOOKUP_TABLES.get(self.table_type, ()):
             return f"{self.table_type} table {self.table} via {self.connection}"
-        return f"delta table {self.path}" if self.table_type == "delta" else self.path
+        if "format" in LOOKUP_TABLES.get(self.table_type, ()):
+            return self.path
+        return f"{self.table_type} table {self.path}"
 
 
 @dataclass(frozen=True)
