@@ -29,7 +29,7 @@ from sluice.protocol import (
     process_epoch,
     run_until_drained,
 )
-from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.exceptions import InvalidRunRequest, ProtocolError
 from sluice.report import checkpoint_rows, checkpoint_table
 from sluice.spec import parse_spec
 from sluice.spec.model import LOOKUP_TABLES
@@ -383,6 +383,56 @@ def test_a_pinned_rewind_after_a_current_one_joins_what_the_rewound_epochs_joine
     assert main(["run", path, *REWIND]) == 0  # epoch 6 replays 5, which joined cat's row
     assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
     assert [rt.repo.plan(e).replays for e in (4, 5, 6)] == [2, None, 5]
+
+
+def test_a_planned_pinned_rewind_is_not_taken_as_the_retry_of_a_current_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A pinned rewind planned and not committed (a crashed run): the same rewind asking for
+    the current versions is another request, refused naming the planned epoch; the pinned
+    request again is its retry."""
+    _, rt = _three_epochs_then_v2(spark, tmp_path)
+    pinned = {"restore_from": "checkpoint", "epoch": 1}
+    plan = RunRequest.from_conf(rt.name, pinned).resolve(rt).plan(rt)
+    assert plan is not None and plan.replays == 2
+    current = RunRequest.from_conf(rt.name, {**pinned, "lookup_versions": "current"})
+    with pytest.raises(InvalidRunRequest, match="epoch 4 is already planned as this rewind"):
+        current.resolve(rt)
+    assert RunRequest.from_conf(rt.name, pinned).resolve(rt).plan(rt) == plan
+
+
+def _version(tmp_path: Path, name: str, rows: dict[str, tuple[str, int]]) -> None:
+    """A new version of the users table; the older ones kept aside (``_`` names: not data)."""
+    for old in (tmp_path / "users").glob("[!_]*.parquet"):
+        old.rename(old.with_name(f"_{old.name}"))
+    _table(tmp_path, name, rows, drop=False)
+
+
+def test_each_replay_of_a_pinned_rewind_joins_what_its_rewound_epoch_joined(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Epochs 1-3 join v1, v2, v3; a rewind to 2 with the current versions replays epoch 3's
+    input as epoch 4, joining v4. A pinned rewind to 1, a file per epoch, replays the epochs
+    it retracts, 2 and 4: the second replay joins v4 as epoch 4 did, not v3 as epoch 3 (which
+    the first rewind retracted) did."""
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    (tmp_path / "users").mkdir()
+    for (name, second), (version, rows) in zip(
+        (("a", 0), ("b", 10), ("c", 20)), (("v1", V1), ("v2", V2), ("v3", V3)), strict=True
+    ):
+        _version(tmp_path, version, rows)
+        _clicks(tmp_path, name, ["ann"], second)
+        run_until_drained(rt, spark)
+    _version(tmp_path, "v4", {"ann": ("se", 5)})
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND[:3], "2", "--lookup-versions", "current", "--quiet"]) == 0
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "se"}
+    for kept in (tmp_path / "users").glob("_*.parquet"):  # every version readable again
+        kept.rename(kept.with_name(kept.name[1:]))
+    assert main(["run", path, *REWIND[:3], "1", "--max-files", "1", "--quiet"]) == 0
+    assert [rt.repo.plan(e).replays for e in (5, 6)] == [2, 4]
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "se"}
 
 
 @pytest.fixture
