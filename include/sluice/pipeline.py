@@ -1,9 +1,10 @@
 """Opening a pipeline: the one place a spec becomes the :class:`~sluice.protocol.Runtime`
 every step runs on, for the CLI, the process jobs, ``sluice serve``, Airflow's tasks and the
 monitor alike — and the wiring: which runtime each component ``type`` of a spec opens
-(:data:`SOURCE_BUILDERS`, :data:`SINK_BUILDERS`) and which operator runs it
-(:func:`operator_for`). Configs are plain data (:mod:`sluice.spec.components`); each builder
-imports its runtime when a pipeline opens one, so loading a spec (DAG parsing) imports none.
+(:data:`SOURCE_BUILDERS`, :data:`SINK_BUILDERS`), which kind each lookup table type is
+(:data:`LOOKUP_KINDS`) and which operator runs it (:func:`operator_for`). Configs are plain
+data (:mod:`sluice.spec.components`); each builder imports its runtime when a pipeline opens
+one, so loading a spec (DAG parsing) imports none.
 
 What differs between them is passed in, never looked up on the side: the run id of the
 orchestrator, connections it resolved (Airflow's), the Spark session a warm server lends, how
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.connections import connections_from_env
 from sluice.contracts import layout
+from sluice.contracts.lookups import LookupTable
 from sluice.contracts.sinks import Sink
 from sluice.contracts.sources import Source
+from sluice.lookups import DeltaTable, FilesTable, IcebergTable, PostgresTable
 from sluice.protocol.exceptions import MissingConnection, PluginError
 from sluice.protocol.faults import Faults
 from sluice.protocol.repository import Repository
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from sluice.spec.model import JoinSpec
 
 __all__ = [
+    "LOOKUP_KINDS",
     "SINK_BUILDERS",
     "SOURCE_BUILDERS",
     "BuildContext",
@@ -136,7 +140,7 @@ def open_runtime(
         roles.append(SinkRole(open_sink(spec.dead_letters, spec, ctx, "dead_letters"), "dead"))
     return Runtime(
         spec, repo, source, tuple(roles), clock, new_attempt_id, faults or Faults(), run_id,
-        lambda: operator_for(spec), dict(ctx.connections),
+        lambda: operator_for(spec), dict(ctx.connections), dict(LOOKUP_KINDS),
     )  # fmt: skip
 
 
@@ -317,6 +321,15 @@ SINK_BUILDERS: dict[type[SinkConfig], SinkBuilder] = {
     IcebergSinkConfig: _iceberg_sink,
     KafkaSinkConfig: _kafka_sink,
     PluginSinkConfig: _plugin_sink,
+}
+
+# Each lookup table type's kind (its pins, reads, checks): one line per type; the spec's line
+# is sluice.spec.model.LOOKUP_TABLES (docs/extending.md, "A new lookup kind").
+LOOKUP_KINDS: dict[str, LookupTable] = {
+    FilesTable.type: FilesTable(),
+    DeltaTable.type: DeltaTable(),
+    PostgresTable.type: PostgresTable(),
+    IcebergTable.type: IcebergTable(),
 }
 
 

@@ -21,7 +21,7 @@ from sluice.words import count, noun
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sluice.contracts.records import AttemptRecord
+    from sluice.contracts.records import AttemptRecord, TablePin
     from sluice.protocol import EpochOutcome, Runtime
 
 __all__ = [
@@ -307,6 +307,12 @@ def savepoint_table(rt: Runtime, body: dict[str, Any]) -> Table:
     return table
 
 
+def _label(rt: Runtime, pin: TablePin) -> str:
+    """A table version as its kind shows it (a kind no longer registered: the version)."""
+    kind = rt.lookup_kinds.get(pin.kind)
+    return kind.label(pin) if kind is not None else pin.version[:8]
+
+
 def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
     plan = rt.repo.plan(epoch)
     checkpoint = rt.repo.checkpoint(epoch) if "checkpoint.json" in names else None
@@ -322,7 +328,7 @@ def _epoch_row(rt: Runtime, epoch: int, names: set[str]) -> dict[str, Any]:
             retract_after=plan.retract_after,
         )
         if plan.tables:  # the lookup table versions the epoch joins (docs/joins.md)
-            row["tables"] = {name: pin.label for name, pin in plan.tables}
+            row["tables"] = {name: _label(rt, pin) for name, pin in plan.tables}
         remarks = rt.source.remarks(plan.source_range)
         if remarks:  # e.g. files changed since they were read (reported, not read again)
             row["input_remarks"] = list(remarks)

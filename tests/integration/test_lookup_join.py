@@ -18,8 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
+from sluice.cli import main
 from sluice.operators.exceptions import LookupTableError
 from sluice.operators.lookup import lookup_tables
+from sluice.pipeline import LOOKUP_KINDS
 from sluice.protocol import (
     RunRequest,
     commit_epoch,
@@ -27,10 +29,12 @@ from sluice.protocol import (
     process_epoch,
     run_until_drained,
 )
-from sluice.protocol.exceptions import ProtocolError
+from sluice.protocol.exceptions import InvalidRunRequest, ProtocolError
 from sluice.report import checkpoint_rows, checkpoint_table
 from sluice.spec import parse_spec
+from sluice.spec.model import LOOKUP_TABLES
 
+from tests.fixtures.csv_lookup import CsvTable
 from tests.fixtures.pipelines import committed_rows, runtime
 
 pytestmark = pytest.mark.spark
@@ -222,14 +226,14 @@ def test_a_warm_context_reads_an_unchanged_table_once(spark: Any, tmp_path: Path
     plan = plan_epoch(rt)
     assert plan is not None
     pins = dict(plan.tables)
-    first = lookup_tables(spark, spec, pins, 1)["users"]
-    assert lookup_tables(spark, spec, pins, 2)["users"] is first  # no new read
+    first = lookup_tables(spark, spec, pins, 1, rt.lookup_kinds)["users"]
+    assert lookup_tables(spark, spec, pins, 2, rt.lookup_kinds)["users"] is first  # no new read
     _table(tmp_path, "v2", V2)
     from sluice.protocol.lookups import table_pins
 
     newer = dict(table_pins(rt, 3, None))
     assert newer["users"].version != pins["users"].version
-    second = lookup_tables(spark, spec, newer, 3)["users"]
+    second = lookup_tables(spark, spec, newer, 3, rt.lookup_kinds)["users"]
     assert second is not first
     assert sorted(r["country"] for r in second.collect()) == ["at", "fr", "it"]
 
@@ -310,6 +314,169 @@ def test_a_pinned_replay_whose_table_version_is_gone_is_refused_naming_the_way_o
     (tmp_path / "users" / "v1.parquet").unlink()
     with pytest.raises(LookupTableError, match=r"v1\.parquet is gone.*lookup_versions: current"):
         _rewind_to_1(rt, spark)
+
+
+V3 = {"ann": ("pl", 4), "bob": ("fr", 2)}
+REWIND = ["--restore-from", "checkpoint", "--epoch", "1", "--max-files", "3", "--quiet"]
+
+
+def _spec_file(tmp_path: Path) -> str:
+    """The spec of these tests as a file, for the CLI (JSON is YAML)."""
+    path = tmp_path / "spec.yaml"
+    path.write_text(json.dumps(spec_body(tmp_path)))
+    return str(path)
+
+
+def _three_versions(spark: Any, tmp_path: Path) -> tuple[Any, Any]:
+    """Epochs 1-3 each join their own version of the table, replaced between them (v1, v2,
+    v3: the older version's files deleted): the files epoch 2 pinned are gone."""
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    for (name, second), (version, rows) in zip(
+        (("a", 0), ("b", 10), ("c", 20)), (("v1", V1), ("v2", V2), ("v3", V3)), strict=True
+    ):
+        _table(tmp_path, version, rows)
+        _clicks(tmp_path, name, ["ann"], second)
+        run_until_drained(rt, spark)
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "pl"}
+    return spec, rt
+
+
+def test_a_refused_pinned_rewind_can_be_retried_with_current_versions(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pinned rewind is refused (epoch 2's version is gone) and leaves no plan behind:
+    neither ``sluice restore`` nor the same rewind asking for the current versions is taken
+    as its retry; the latter joins the table as it is now."""
+    spec, rt = _three_versions(spark, tmp_path)
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND]) == 2
+    refused = capsys.readouterr().err
+    assert "v2.parquet is gone" in refused and "lookup_versions: current" in refused
+    assert main(["restore", path, "--epoch", "1"]) == 2  # pinned too: refused the same way
+    assert "v2.parquet is gone" in capsys.readouterr().err
+    assert rt.repo.plan(4) is None  # nothing planned that a later request would retry
+    assert main(["run", path, *REWIND, "--lookup-versions", "current"]) == 0
+    assert _by_second(spec) == {"00": "de", "10": "pl", "20": "pl"}
+    assert rt.repo.plan(4) is not None and rt.repo.plan(4).replays is None
+
+
+def test_a_pinned_rewind_after_a_current_one_joins_what_the_rewound_epochs_joined(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A row for cat lands in the table after epochs 1-3 (which found none); a pinned rewind
+    replays what they joined, a current one joins cat's row, and a pinned rewind after that
+    replays what the epochs it rewinds (the current rewind's) joined: cat's row, not the
+    versions the first run joined, retracted since."""
+    _table(tmp_path, "v1", V1)
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    for name, second in (("a", 0), ("b", 10), ("c", 20)):
+        _clicks(tmp_path, name, ["cat"], second)
+        run_until_drained(rt, spark)
+    _table(tmp_path, "cat", {"cat": ("it", 1)}, drop=False)
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND]) == 0  # epoch 4 replays 2..3 as they were
+    assert _by_second(spec) == {"00": None, "10": None, "20": None}
+    assert main(["run", path, *REWIND, "--lookup-versions", "current"]) == 0  # epoch 5
+    assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
+    assert main(["run", path, *REWIND]) == 0  # epoch 6 replays 5, which joined cat's row
+    assert _by_second(spec) == {"00": None, "10": "it", "20": "it"}
+    assert [rt.repo.plan(e).replays for e in (4, 5, 6)] == [2, None, 5]
+
+
+def test_a_planned_pinned_rewind_is_not_taken_as_the_retry_of_a_current_one(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A pinned rewind planned and not committed (a crashed run): the same rewind asking for
+    the current versions is another request, refused naming the planned epoch; the pinned
+    request again is its retry."""
+    _, rt = _three_epochs_then_v2(spark, tmp_path)
+    pinned = {"restore_from": "checkpoint", "epoch": 1}
+    plan = RunRequest.from_conf(rt.name, pinned).resolve(rt).plan(rt)
+    assert plan is not None and plan.replays == 2
+    current = RunRequest.from_conf(rt.name, {**pinned, "lookup_versions": "current"})
+    with pytest.raises(InvalidRunRequest, match="epoch 4 is already planned as this rewind"):
+        current.resolve(rt)
+    assert RunRequest.from_conf(rt.name, pinned).resolve(rt).plan(rt) == plan
+
+
+def _version(tmp_path: Path, name: str, rows: dict[str, tuple[str, int]]) -> None:
+    """A new version of the users table; the older ones kept aside (``_`` names: not data)."""
+    for old in (tmp_path / "users").glob("[!_]*.parquet"):
+        old.rename(old.with_name(f"_{old.name}"))
+    _table(tmp_path, name, rows, drop=False)
+
+
+def test_each_replay_of_a_pinned_rewind_joins_what_its_rewound_epoch_joined(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Epochs 1-3 join v1, v2, v3; a rewind to 2 with the current versions replays epoch 3's
+    input as epoch 4, joining v4. A pinned rewind to 1, a file per epoch, replays the epochs
+    it retracts, 2 and 4: the second replay joins v4 as epoch 4 did, not v3 as epoch 3 (which
+    the first rewind retracted) did."""
+    spec = _spec(tmp_path)
+    rt = runtime(spec)
+    (tmp_path / "users").mkdir()
+    for (name, second), (version, rows) in zip(
+        (("a", 0), ("b", 10), ("c", 20)), (("v1", V1), ("v2", V2), ("v3", V3)), strict=True
+    ):
+        _version(tmp_path, version, rows)
+        _clicks(tmp_path, name, ["ann"], second)
+        run_until_drained(rt, spark)
+    _version(tmp_path, "v4", {"ann": ("se", 5)})
+    path = _spec_file(tmp_path)
+    assert main(["run", path, *REWIND[:3], "2", "--lookup-versions", "current", "--quiet"]) == 0
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "se"}
+    for kept in (tmp_path / "users").glob("_*.parquet"):  # every version readable again
+        kept.rename(kept.with_name(kept.name[1:]))
+    assert main(["run", path, *REWIND[:3], "1", "--max-files", "1", "--quiet"]) == 0
+    assert [rt.repo.plan(e).replays for e in (5, 6)] == [2, 4]
+    assert _by_second(spec) == {"00": "de", "10": "at", "20": "se"}
+
+
+@pytest.fixture
+def csv_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``type: csv`` registered (tests/fixtures/csv_lookup.py): the spec's line, the kind's."""
+    monkeypatch.setitem(LOOKUP_TABLES, CsvTable.type, ("type", "path"))
+    monkeypatch.setitem(LOOKUP_KINDS, CsvTable.type, CsvTable())
+
+
+def _csv_table(tmp_path: Path, name: str, rows: dict[str, tuple[str, int]]) -> None:
+    """A new version of the users table as ``name``.csv, the older files removed."""
+    folder = tmp_path / "users_csv"
+    folder.mkdir(exist_ok=True)
+    for old in folder.glob("*.csv"):
+        old.unlink()
+    lines = ["user_id,country,tier"] + [f"{k},{c},{t}" for k, (c, t) in rows.items()]
+    (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_a_lookup_kind_of_ones_own_pins_and_joins_each_epochs_version(
+    spark: Any, tmp_path: Path, csv_kind: None
+) -> None:
+    table = {"type": "csv", "path": f"{tmp_path.as_uri()}/users_csv"}
+    spec = _spec(tmp_path, table=table)
+    rt = runtime(spec)
+    _csv_table(tmp_path, "v1", V1)
+    _clicks(tmp_path, "a", ["ann", "cat"])
+    run_until_drained(rt, spark)
+    _csv_table(tmp_path, "v2", V2)
+    _clicks(tmp_path, "b", ["ann", "cat"], second=10)
+    (outcome,) = run_until_drained(rt, spark)
+    assert outcome.checkpoint.plan.tables[0][1].kind == "csv"
+    rows = {
+        (r["user"], r["ts"][17:19]): (r["country"], r["tier"]) for r in committed_rows(spec, "out")
+    }
+    assert rows == {
+        ("ann", "00"): ("de", 1),
+        ("cat", "01"): (None, None),
+        ("ann", "10"): ("at", 3),
+        ("cat", "11"): ("it", 1),
+    }
+    _rewind_to_1(rt, spark)  # epoch 3 replays epoch 2 with the version it pinned (checked)
+    assert rt.repo.plan(3).replays == 2
+    assert _by_second(spec) == {"00": "de", "01": None, "10": "at", "11": "it"}
 
 
 def _delta_table(spark: Any, tmp_path: Path, rows: dict[str, tuple[str, int]]) -> None:
@@ -445,7 +612,7 @@ def test_a_postgres_table_is_copied_at_plan_time_and_each_epoch_joins_its_copy(
     took. Epoch 3 joins the changed table; epoch 4, planned with the table unchanged, pins
     epoch 3's copy again (no new copy). Retention (2 checkpoints kept) deletes the copies no
     kept plan pins. The copy is fetched a row at a time here (batches of 50,000 rows)."""
-    monkeypatch.setattr("sluice.protocol.lookups._BATCH_ROWS", 1)
+    monkeypatch.setattr("sluice.lookups.postgres._BATCH_ROWS", 1)
     _pg_users(app_db, V1)
     spec = _pg_spec(tmp_path, checkpoint={"storage": f"{tmp_path.as_uri()}/ckpt", "retained": 2})
     rt = runtime(spec)

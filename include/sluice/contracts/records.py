@@ -421,53 +421,35 @@ class Prepared:
         )
 
 
+FILES_PIN = "files"  # the kind of a pin stored without one (written before kinds)
+
+
 @dataclass(frozen=True)
 class TablePin:
-    """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan. For a
-    folder of files (``kind`` files): the table's files under ``uri`` and their fingerprints
+    """The version of a lookup table an epoch joins (docs/joins.md), fixed by its plan: the
+    files under ``uri`` a reader of that version needs, with their fingerprints
     (``"<size>:<digest>"``, what :meth:`~sluice.storage.ObjectStore.fingerprints` gives) when
-    it was planned. For a Delta table (``kind`` delta): its newest commit then, the one file
-    ``_delta_log/<version>.json`` (a Delta version's log file is written once). For an Iceberg
-    table (iceberg): the metadata file of its current snapshot. For a PostgreSQL table
-    (postgres): the copy the plan took into the checkpoint store. A retry reads exactly that
-    version, and refuses to run if a pinned file changed or is gone."""
+    it was planned, as its table ``kind`` pinned them (:mod:`sluice.contracts.lookups`: a
+    folder's data files, a Delta commit, an Iceberg metadata file, a copy of a database
+    table). A retry reads exactly that version, and refuses to run if a pinned file changed or
+    is gone."""
 
     uri: str
     files: tuple[tuple[str, str], ...]  # (key under uri, fingerprint), in key order
-    kind: str = "files"
+    kind: str = FILES_PIN
 
     @property
     def version(self) -> str:
         """A short hash of the file set: equal pins, equal versions."""
         parts: list[Any] = [self.uri, [list(f) for f in self.files]]
-        if self.kind != "files":  # files pins keep the versions they had before kinds
+        if self.kind != FILES_PIN:  # files pins keep the versions they had before kinds
             parts.append(self.kind)
         canonical = json.dumps(parts, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
-    @property
-    def label(self) -> str:
-        """The version as a person reads it (``sluice checkpoints``, the monitor): a Delta
-        version ``v3``, an Iceberg metadata file's sequence ``metadata 00003``, the epoch a
-        PostgreSQL copy was taken in, or the first digits of a folder's :attr:`version`."""
-        key = self.files[-1][0].rsplit("/", 1)[-1] if self.files else ""
-        if self.kind == "delta":
-            return f"v{self.delta_version}"
-        if self.kind == "iceberg":
-            return f"metadata {key.split('-', 1)[0]}"
-        if self.kind == "postgres":
-            return f"copy of epoch {int(key.split('-', 1)[0])}"
-        return self.version[:8]
-
-    @property
-    def delta_version(self) -> int:
-        """A delta pin's table version (the number its log file is named by)."""
-        [(key, _)] = self.files
-        return int(key.rsplit("/", 1)[-1].split(".", 1)[0])
-
     def to_dict(self) -> dict[str, Any]:
         body = {"uri": self.uri, "files": dict(self.files), "version": self.version}
-        if self.kind != "files":
+        if self.kind != FILES_PIN:  # the stored form before kinds, kept for files pins
             body["kind"] = self.kind
         return body
 
@@ -476,7 +458,7 @@ class TablePin:
         return cls(
             str(data["uri"]),
             tuple(sorted((str(k), str(v)) for k, v in data["files"].items())),
-            str(data.get("kind", "files")),
+            str(data.get("kind", FILES_PIN)),
         )
 
 

@@ -2,8 +2,9 @@
 columns equal the record's, the table read exactly as the epoch's plan pinned it.
 
 The plan pins each table's files with their fingerprints (:class:`TablePin`); the process
-step reads those files only, checks they are unchanged before and after reading them (a
-retry joins what the first attempt joined, or refuses to run), checks the declared columns
+step reads that version only, as the pin's kind reads it (:mod:`sluice.lookups`), checks its
+files are unchanged before and after reading them (a retry joins what the first attempt
+joined, or refuses to run), checks the declared columns
 and types and that no key is in two rows, and keeps the rows in memory for the Spark
 context (a warm process reads an unchanged table once). The join is a broadcast hash join
 of the records with the table: it streams each task's records in their order, which the
@@ -12,7 +13,7 @@ watermarks' running maxima rely on (:mod:`sluice.operators.records`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
@@ -21,17 +22,17 @@ from sluice.contracts.sources import SPARK_TYPES
 from sluice.jvm.context import context_cache
 from sluice.operators.base import quoted
 from sluice.operators.exceptions import LookupTableError
-from sluice.storage import open_store, to_spark_uri
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from sluice.contracts.lookups import LookupTable
     from sluice.contracts.records import TablePin
     from sluice.spec.model import LookupSpec, PipelineSpec
 
-__all__ = ["join_lookups", "lookup_tables"]
+__all__ = ["check_pin", "join_lookups", "lookup_tables"]
 
 
 def _key(lookup: LookupSpec, i: int) -> str:
@@ -59,10 +60,15 @@ _ACCEPTS = {
 
 
 def lookup_tables(
-    spark: SparkSession, spec: PipelineSpec, pins: Mapping[str, TablePin], epoch: int
+    spark: SparkSession,
+    spec: PipelineSpec,
+    pins: Mapping[str, TablePin],
+    epoch: int,
+    kinds: Mapping[str, LookupTable],
 ) -> dict[str, DataFrame]:
-    """Each lookup's table as pinned (cached per Spark context and version): its key columns
-    ``_lk_<lookup>_0..``, the declared columns, and ``_lm_<lookup>`` (true)."""
+    """Each lookup's table as pinned (cached per Spark context and version), read by the
+    pin's kind (``kinds``, by type): its key columns ``_lk_<lookup>_0..``, the declared
+    columns, and ``_lm_<lookup>`` (true)."""
     cache = context_cache(spark, "lookup tables")
     tables = {}
     for lookup in spec.lookup:
@@ -85,38 +91,22 @@ def lookup_tables(
                 stale = cache.pop(old, None)
                 if stale is not None:
                     stale.unpersist()
-            frame = cache[key] = _read(spark, spec, lookup, pin, epoch)
+            frame = cache[key] = _read(spark, spec, lookup, pin, epoch, kinds)
         tables[lookup.name] = frame
     return tables
 
 
 def _read(
-    spark: SparkSession, spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, epoch: int
+    spark: SparkSession,
+    spec: PipelineSpec,
+    lookup: LookupSpec,
+    pin: TablePin,
+    epoch: int,
+    kinds: Mapping[str, LookupTable],
 ) -> DataFrame:
-    def refuse(problem: str, fix: str) -> LookupTableError:
-        return LookupTableError(spec.name, epoch, lookup.name, pin.uri, problem, fix)
-
-    if pin.kind != lookup.table_type:
-        raise refuse(
-            f"the epoch's plan pinned a {pin.kind} table, the spec names a {lookup.table_type} one",
-            "let this epoch commit under the spec it was planned with, then change the table",
-        )
-    _check_unchanged(spec, lookup, pin, refuse)
-    store = open_store(pin.uri, s3=spec.s3)
-    if pin.kind == "delta":
-        reader = spark.read.format("delta").option("versionAsOf", pin.delta_version)
-        frame = reader.load(to_spark_uri(store.root_uri))
-    elif pin.kind == "iceberg":  # the pinned metadata's snapshot, read here (a small table)
-        from pyiceberg.table import StaticTable
-
-        from sluice.storage.catalogs import fileio_properties
-
-        [(key, _)] = pin.files
-        location = store.uri(key)
-        props = fileio_properties(location, spec.s3)
-        frame = spark.createDataFrame(StaticTable.from_metadata(location, props).scan().to_arrow())
-    else:
-        frame = spark.read.parquet(*[to_spark_uri(store.uri(k)) for k, _ in pin.files])
+    refuse = _refusal(spec, lookup, pin, epoch)
+    check_pin(spec, lookup, pin, epoch, kinds)
+    frame = kinds[pin.kind].read(spark, pin, spec.s3)
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     record_types = spec.record_types()
     columns = []
@@ -161,16 +151,35 @@ def _read(
             f"the key {shown} is in {twice[0]['count']} rows",
             "a lookup table holds one row per key",
         )
-    _check_unchanged(spec, lookup, pin, refuse)  # what was read is what the plan pinned
+    check_pin(spec, lookup, pin, epoch, kinds)  # what was read is what the plan pinned
     return table
 
 
-def _check_unchanged(spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, refuse: Any) -> None:
-    store = open_store(pin.uri, s3=spec.s3)
-    if pin.kind == "files":
-        now = store.fingerprints("")
-    else:  # one file (a Delta commit, Iceberg metadata, a copy), not every file of the table
-        now = {key: p for key, _ in pin.files if (p := store.fingerprint(key)) is not None}
+def _refusal(
+    spec: PipelineSpec, lookup: LookupSpec, pin: TablePin, epoch: int
+) -> Callable[[str, str], LookupTableError]:
+    def refuse(problem: str, fix: str) -> LookupTableError:
+        return LookupTableError(spec.name, epoch, lookup.name, pin.uri, problem, fix)
+
+    return refuse
+
+
+def check_pin(
+    spec: PipelineSpec,
+    lookup: LookupSpec,
+    pin: TablePin,
+    epoch: int,
+    kinds: Mapping[str, LookupTable],
+) -> None:
+    """Refuse (:class:`LookupTableError`) a pin of another kind than the spec's table, or
+    whose pinned files changed or are gone (as the pin's kind sees them now)."""
+    refuse = _refusal(spec, lookup, pin, epoch)
+    if pin.kind != lookup.table_type:
+        raise refuse(
+            f"the epoch's plan pinned a {pin.kind} table, the spec names a {lookup.table_type} one",
+            "let this epoch commit under the spec it was planned with, then change the table",
+        )
+    now = kinds[pin.kind].check(pin, spec.s3)
     for key, print_ in pin.files:
         if key not in now:
             raise refuse(

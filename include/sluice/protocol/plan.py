@@ -9,7 +9,9 @@ A rewind (``rewind_to=j``, j < k; see :mod:`sluice.protocol.resolve` and docs/re
 epoch k+1 from checkpoint j instead — its end offsets, watermark and state — and marks the
 plan ``restored_from.retract_after = j``; writing that plan is the rewind's one atomic step.
 Epoch numbers never go back, so every fence (checkpoint keys, sink transaction ids) stays
-monotonic; the epochs j+1..k are "rewound" from then on.
+monotonic; the epochs j+1..k are "rewound" from then on. A replay of a rewound epoch joins
+the lookup table versions that epoch joined (docs/rewind.md), checked before its plan is
+written: a rewind refused for a version gone leaves nothing planned.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from sluice.contracts.records import (
 from sluice.contracts.sources import Offset
 from sluice.exceptions import SourceError
 from sluice.protocol.exceptions import ProtocolError, SpecChanged
-from sluice.protocol.lookups import table_pins
+from sluice.protocol.lookups import check_pins, table_pins
 from sluice.protocol.recovery import recover
 from sluice.protocol.runtime import Runtime
 from sluice.protocol.upgrade import compare_shapes
@@ -88,6 +90,8 @@ def plan_epoch(
     plan = _new_plan(rt, base, epoch, caps, start, restored_from, started, migration)
     if plan is not None and rt.spec.lookup:
         replay = _replaying(rt, base, plan) if lookup_versions == "pinned" else None
+        if replay is not None:  # refused before it is written: nothing left to retry
+            check_pins(rt, epoch, replay.tables)
         plan = replay or replace(plan, tables=table_pins(rt, epoch, base))
     if plan is None and base is not latest:
         assert base is not None
@@ -167,15 +171,12 @@ def _new_plan(
 def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
     """``plan`` joining the table versions of the rewound epoch it replays, if it replays
     one (else None: it pins the tables as they are now). A rewind's first plan may replay
-    the first rewound epoch, the plan after a replay the epoch after the replayed one; it
-    replays it when it starts where that one started (a replay cut as the first run was)."""
-    restored = plan.restored_from
-    if restored is not None and restored.retract_after is not None:  # a rewind
-        candidate: int | None = restored.retract_after + 1
-    elif base is not None and base.plan.replays is not None:
-        candidate = base.plan.replays + 1
-    else:
-        return None
+    the first epoch it rewinds, the plan after a replay the rewound epoch after the replayed
+    one; it replays it when it starts where that one started (a replay cut as the first run
+    was). The rewound epochs are those the rewind retracts (``restored_from.rewound``), never
+    epochs an earlier rewind retracted already: a pinned replay joins what the epochs it
+    rewinds joined."""
+    candidate = _replayed(rt, base, plan)
     original = rt.repo.plan(candidate) if candidate is not None and candidate < plan.epoch else None
     if original is None or not _same_position(rt, original.start_offset, plan.start_offset):
         return None
@@ -184,6 +185,25 @@ def _replaying(rt: Runtime, base: Checkpoint | None, plan: Plan) -> Plan | None:
         return None  # the replayed epoch had no such lookup
     tables = tuple((lk.name, pinned[lk.name]) for lk in rt.spec.lookup)
     return replace(plan, tables=tables, replays=original.epoch)
+
+
+def _replayed(rt: Runtime, base: Checkpoint | None, plan: Plan) -> int | None:
+    """The rewound epoch ``plan`` would replay: the first the rewind retracts, or the one after
+    the epoch its base replayed (stored without ``rewound``: the epoch after that one)."""
+    restored = plan.restored_from
+    if restored is not None and restored.retract_after is not None:  # a rewind
+        return min(restored.rewound, default=restored.retract_after + 1)
+    if base is None or base.plan.replays is None:
+        return None
+    replayed = base.plan.replays
+    rewind = base.plan  # the rewind's first plan: the replays that follow it come after it
+    while rewind.restored_from is None or rewind.restored_from.retract_after is None:
+        before = rt.repo.plan(rewind.epoch - 1)
+        if before is None or before.replays is None:
+            return replayed + 1
+        rewind = before
+    later = [e for e in rewind.restored_from.rewound if e > replayed]
+    return min(later, default=None if rewind.restored_from.rewound else replayed + 1)
 
 
 def _same_position(rt: Runtime, a: dict[str, Any], b: dict[str, Any]) -> bool:

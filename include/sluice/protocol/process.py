@@ -257,7 +257,11 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         state=state,
         epoch=plan.epoch,
         compact=state.needs_compaction() or (migration.changed and not state.empty),
-        tables=lookup_tables(session, spec, dict(plan.tables), plan.epoch) if spec.lookup else {},
+        tables=(
+            lookup_tables(session, spec, dict(plan.tables), plan.epoch, rt.lookup_kinds)
+            if spec.lookup
+            else {}
+        ),
     )
     return rt.operator().run(inp)
 
@@ -266,10 +270,9 @@ def source_inputs(
     spark: SparkSession, source: Source[Any, Any], range_data: dict[str, Any], spec: PipelineSpec
 ) -> dict[str, SourceInput]:
     """Each of the pipeline's sources' input to the epoch whose plan stored ``range_data``, by
-    name (:meth:`Source.parts`):
-    its records as that source reads them, with its waiting partitions and event-time hints
-    (asked after the read: a files source takes them from the footers it read); a source with
-    nothing new in the epoch reads as no rows of its columns."""
+    name (:meth:`Source.parts`): its records as that source reads them, with its waiting
+    partitions and event-time hints (asked after the read: a files source takes them from the
+    footers it read); a source with nothing new in the epoch reads as no rows of its columns."""
     named = spec.sources
     inputs = {}
     for part in source.parts(range_data):

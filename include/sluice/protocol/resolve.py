@@ -113,6 +113,17 @@ def _restore(
         return plain
     pending = rt.repo.plan(latest + 1)
     if pending is not None:
+        replaying = pending.retract_after == epoch and pending.replays is not None
+        if replaying and request.lookup_versions != "pinned":  # another request, no retry
+            raise InvalidRunRequest(
+                rt.name,
+                [
+                    f"lookup_versions: epoch {latest + 1} is already planned as this rewind "
+                    "joining the lookup tables' versions the rewound epochs joined "
+                    "(lookup_versions: pinned); let it commit (trigger the same rewind again) "
+                    "before rewinding with the tables as they are now"
+                ],
+            )
         if pending.retract_after == epoch:  # a retry
             return PlanOptions(
                 request.max_records, None, pending.restored_from, request.allow_state_drop, epoch

@@ -111,7 +111,7 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
         owner = layout.state_epoch_of(folder)
         if owner is not None and owner < below and owner not in kept and owner not in listed:
             report.objects_deleted += _delete_state(rt, folder)
-    if any(lookup.table_type == "postgres" for lookup in rt.spec.lookup):
+    if _keeps_copies(rt):
         report.objects_deleted += _delete_stale_copies(rt, below, latest, checkpoints)
     report.objects_deleted += rt.source.forget(_kept_offsets(rt, latest, checkpoints), latest)
     for mark in rt.repo.retired_marks():
@@ -121,6 +121,12 @@ def apply_retention(rt: Runtime, latest: int) -> RetentionReport:
     for role in rt.sinks:
         role.sink.forget_through(min([below, *kept]))
     return report
+
+
+def _keeps_copies(rt: Runtime) -> bool:
+    from sluice.protocol.lookups import keeps_copies
+
+    return keeps_copies(rt)
 
 
 def _delete_stale_copies(

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.contracts.lookups import LookupTable
 from sluice.contracts.operators import Operator
 from sluice.contracts.sinks import Sink
 from sluice.contracts.sources import Source
@@ -47,6 +48,8 @@ class Runtime:
     operator: Callable[[], Operator[PipelineSpec]] = field(default=lambda: _no_operator())
     # connection URIs by id, for what the protocol itself reaches (a postgres lookup table)
     connections: Mapping[str, str] = field(default_factory=dict)
+    # the lookup table kinds by type (sluice.pipeline.LOOKUP_KINDS): what pins and reads them
+    lookup_kinds: Mapping[str, LookupTable] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

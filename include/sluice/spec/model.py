@@ -54,7 +54,14 @@ EMIT_MODES = ("on_close", "on_update")
 EXECUTION_MODES = ("cold", "warm")  # the process step: spark-submit, or ``sluice serve``
 LOOKUP_JOINS = ("left", "inner")  # a lookup join's ``how``
 LOOKUP_FORMATS = ("parquet",)  # a lookup table's files
-LOOKUP_TABLES = ("files", "delta", "postgres", "iceberg")  # a lookup table's type
+# a lookup table's type and the fields its ``table:`` takes: one line per type; its kind's line
+# is sluice.pipeline.LOOKUP_KINDS (docs/extending.md, "A new lookup kind")
+LOOKUP_TABLES: dict[str, tuple[str, ...]] = {
+    "files": ("type", "path", "format"),
+    "delta": ("type", "path"),
+    "postgres": ("type", "connection", "table"),
+    "iceberg": ("type", "connection", "table"),
+}
 STATE_KINDS = ("value", "list", "reducing", "map")
 JOIN_TYPES = ("window", "interval", "regular")  # a stream-stream join's ``type``
 JOIN_HOWS = ("inner", "left")
@@ -143,15 +150,18 @@ class LookupSpec:
     columns: tuple[tuple[str, str], ...]  # (table column, type) each record gets
     how: Literal["left", "inner"] = "left"
     format: Literal["parquet"] = "parquet"
-    table_type: Literal["files", "delta", "postgres", "iceberg"] = "files"
+    table_type: str = "files"  # a type of LOOKUP_TABLES
     connection: str | None = None  # postgres, iceberg: the database's or catalog's connection
     table: str | None = None  # postgres: [schema.]table; iceberg: namespace.table
 
     def describe(self) -> str:
-        """Where the table is, in a line."""
-        if self.table_type in ("postgres", "iceberg"):
+        """Where the table is, in a line: a table a connection reaches, a table at a path, or
+        a folder of ``format`` files (its path alone), as its type's fields say."""
+        if "table" in LOOKUP_TABLES.get(self.table_type, ()):
             return f"{self.table_type} table {self.table} via {self.connection}"
-        return f"delta table {self.path}" if self.table_type == "delta" else self.path
+        if "format" in LOOKUP_TABLES.get(self.table_type, ()):
+            return self.path
+        return f"{self.table_type} table {self.path}"
 
 
 @dataclass(frozen=True)

@@ -425,9 +425,6 @@ def lookups(
     return tuple(result)
 
 
-_TABLE_FIELDS = {"files": ("type", "path", "format"), "delta": ("type", "path"),
-                 "postgres": ("type", "connection", "table"),
-                 "iceberg": ("type", "connection", "table")}  # fmt: skip
 _PART = r"[A-Za-z_][A-Za-z0-9_]*"
 # a database table name, and its example, by table type
 _TABLE_NAMES = {
@@ -449,7 +446,7 @@ def _lookup_table(
         found.append(SpecProblem(where, "is required: the table to look up in", example))
         return "", "parquet", "files", (None, None)
     table_type = value.get("type", "files")
-    fields = _TABLE_FIELDS.get(table_type, ("type", "path", "format"))
+    fields = LOOKUP_TABLES.get(table_type, ("type", "path", "format"))
     for key in value:
         if key not in fields:
             fix = f"fields: {list(fields)}"
