@@ -15,6 +15,7 @@ run that never rewound.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import uuid
@@ -40,6 +41,7 @@ from tests.faults.crashing import crash_step
 from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
 from tests.reference import compare_rows
 
+REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DDL = (
     "user string, window_start timestamp, window_end timestamp, clicks long,"
@@ -420,6 +422,39 @@ def test_partition_by_makes_identity_partitions(spark: Any, pg_local: Catalog) -
     assert fields == [("user", "identity")]
     files = [t.file.partition for t in table.scan().plan_files()]
     assert len(files) == 2
+
+
+# -- what docs/iceberg.md promises a reader ----------------------------------------------------
+
+
+def _run_documented_reader(cat: Catalog, table: str) -> Any:
+    """docs/iceberg.md's pyiceberg reader, run as written: only its placeholders (the catalog
+    database, the warehouse, the table) replaced by this test's; returns its last line's value."""
+    text = (REPO / "docs/iceberg.md").read_text()
+    readers = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "SqlCatalog(" in b]
+    assert len(readers) == 1, readers
+    code = readers[0]
+    database = "postgresql+psycopg2://" + cat.url.split("://", 1)[1]
+    for placeholder, value in (
+        ('"postgresql+psycopg2://..."', database),
+        ('"s3://lake/warehouse"', cat.warehouse),
+        ('"analytics.clicks_per_minute"', table),
+    ):
+        assert placeholder in code, (placeholder, code)
+        code = code.replace(placeholder, repr(value))
+    *body, last = code.strip().splitlines()
+    scope: dict[str, Any] = {}
+    exec("\n".join(body), scope)
+    return eval(last, scope)
+
+
+def test_the_documented_reader_finds_the_table_and_its_epochs(spark: Any, pg_local: Catalog) -> None:
+    sink = _sink(pg_local, _config(pg_local))
+    publish(spark, sink, 1, [("alice", 0, 1)])
+    publish(spark, sink, 2, [("bob", 1, 2)])
+    snapshots = sink.snapshots()
+    found = _run_documented_reader(pg_local, sink.config.table)
+    assert found == [(snapshots[1], "1"), (snapshots[2], "2")]
 
 
 @pytest.mark.extended

@@ -425,6 +425,48 @@ def test_markers_record_the_epoch_and_the_transaction(
     assert consume(kafka_server, f"{topic}.sluice-epochs")[0][0] == b"m/out/000000000007"
 
 
+# -- what docs/kafka-sink.md promises ------------------------------------------------------
+
+
+def test_the_receipt_names_the_marker_key_a_consumer_of_the_marker_topic_finds(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    """The key docs/kafka-sink.md gives (``<pipeline>/<sink>/<epoch:012d>``) is the one
+    written, and the receipt ``sinks-committed.json`` stores names that same key."""
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "rk")
+    df, n = changelog(spark, 10, _rows(3))
+    receipt = sink.commit(sink.prepare(10, "a1", df, n))
+    assert receipt is not None and " marked " in receipt, receipt
+    named = receipt.split(" marked ", 1)[1].split(" in ", 1)[0]
+    keys = [key for key, _ in consume(kafka_server, f"{topic}.sluice-epochs")]
+    assert keys == [named.encode()], (receipt, keys)
+    assert named == "rk/out/000000000010"
+    assert "(key `<pipeline>/<sink>/<epoch:012d>`" in (REPO / "docs/kafka-sink.md").read_text()
+
+
+def test_a_users_linger_and_queue_settings_reach_the_producer(
+    kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    """docs/kafka-sink.md lists ``linger.ms`` among the settable producer settings; the sink's
+    own defaults for it and ``queue.buffering.max.messages`` do not replace a user's. A real
+    producer built from the sink's settings reports the user's queue size in its statistics
+    (librdkafka's ``msg_max``)."""
+    from confluent_kafka import Producer
+
+    kafka = {"linger.ms": "5", "queue.buffering.max.messages": "1234"}
+    sink = KafkaSink(sink_config(kafka_server, topic, kafka=kafka), open_store(tmp_path.as_uri()),
+                     "ps")  # fmt: skip
+    settings = sink._producer_settings(transactional=True)
+    assert (settings["linger.ms"], settings["queue.buffering.max.messages"]) == ("5", "1234")
+    stats: list[str] = []
+    producer = Producer({**settings, "stats_cb": stats.append, "statistics.interval.ms": 100})
+    deadline = time.monotonic() + 60
+    while not stats:
+        assert time.monotonic() < deadline, "the producer reported no statistics in 60 s"
+        producer.poll(0.1)
+    assert json.loads(stats[0])["msg_max"] == 1234
+
+
 # -- end to end: the click pipeline into a topic, crashes and rewinds ----------------------
 
 CLICK_FILES = render_click_files(files=10, events_per_file=30, seed=34)

@@ -538,12 +538,15 @@ class KafkaSink(Sink[KafkaStaged]):
         return dict(self.client)
 
     def _producer_settings(self, *, transactional: bool) -> dict[str, Any]:
-        """qos 2: transactional (idempotent, acks=all); qos 1: idempotent; qos 0: no retry."""
+        """qos 2: transactional (idempotent, acks=all); qos 1: idempotent; qos 0: no retry.
+        The client settings go over the sink's defaults (``linger.ms``, the queue size) and
+        under what exactly-once and the qos depend on (the spec refuses those,
+        :data:`~sluice.spec.components.kafka_sink.PRODUCER_OWNED`)."""
         settings: dict[str, Any] = {
+            "linger.ms": 20,  # defaults for a throughput the commit can reach; a user's win
+            "queue.buffering.max.messages": 500_000,
             **self.client,
             "partitioner": "murmur2_random",  # the Java client's: partition = murmur2(key)
-            "linger.ms": 20,
-            "queue.buffering.max.messages": 500_000,
         }
         if transactional:
             settings.update({
