@@ -541,7 +541,7 @@ def test_a_pipeline_killed_at_commit_fault_points_publishes_every_window_once(
         assert marker is not None
         assert marker.published["out"] == (
             f"{topic}: 1 transaction of {transactional_id(rt.name, 'out')}, marked "
-            f"{rt.name}/out/{epoch} in {topic}.sluice-epochs"
+            f"{rt.name}/out/{epoch:012d} in {topic}.sluice-epochs"
         )
 
 

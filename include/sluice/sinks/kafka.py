@@ -12,7 +12,7 @@ qos 2, two phases:
    (a zombie attempt, a commit racing this one) and aborts what it left open. Then the sink
    reads the **epoch markers** back with ``isolation.level=read_committed``: one record per
    committed transaction on the marker topic (``<topic>.sluice-epochs``, one partition,
-   compacted), keyed ``<pipeline>/<sink>/<epoch>``, whose value names the epoch, the chunk
+   compacted), keyed ``<pipeline>/<sink>/<epoch:012d>``, whose value names the epoch, the chunk
    ``i`` of ``n`` and the transactional id. Each transaction holds its records **and** its
    marker, so the marker is visible exactly when the records are. A chunk already marked (or
    any later epoch: commits run in epoch order, so a late retry of an old epoch finds a later
@@ -268,7 +268,7 @@ class KafkaSink(Sink[KafkaStaged]):
         return (
             f"{self.topic}: {chunks} transaction{'s' if chunks != 1 else ''} of "
             f"{transactional_id(self.pipeline, self.name)}, marked "
-            f"{self.pipeline}/{self.name}/{prepared.epoch} in {self.marker_topic}"
+            f"{self._marker_key(prepared.epoch).decode()} in {self.marker_topic}"
         )
 
     def publish(self, prepared: Prepared) -> str | None:
@@ -423,6 +423,8 @@ class KafkaSink(Sink[KafkaStaged]):
     # -- markers ------------------------------------------------------------------------------
 
     def _marker_key(self, epoch: int) -> bytes:
+        """``<pipeline>/<sink>/<epoch:012d>``: zero-padded, so a consumer listing the keys
+        sees them in epoch order; the receipt names the same key."""
         return f"{self.pipeline}/{self.name}/{epoch:012d}".encode()
 
     def markers(self) -> list[Marker]:
