@@ -132,7 +132,9 @@ class IcebergSink(Sink[IcebergStaged]):
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = open_catalog(self.url, self.store.uri(), self.s3)
+            self._catalog = open_catalog(
+                self.url, self.store.uri(), self.s3, self.config.catalog_name
+            )
         return self._catalog
 
     def _stages(self) -> str:
