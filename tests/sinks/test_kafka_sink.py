@@ -216,16 +216,17 @@ def test_a_fenced_producer_whose_flush_raises_a_system_error_takes_the_id_back(
     then raises SystemError caused by the fatal KafkaException (seen once in make test's
     racing attempts, which the commit did not recognise as fenced and failed). It is read as
     fenced: the sink waits for the winner's markers, then takes the id back and publishes."""
-    import sluice.sinks.kafka as kafka_sink
+    import sluice.sinks.kafka.publish as kafka_publish
     from confluent_kafka import KafkaError, KafkaException
+    from sluice.sinks.kafka.publish import Publisher
 
     config = sink_config(kafka_server, topic)
     store = open_store(tmp_path.as_uri())
     df, n = changelog(spark, 1, _rows(10))
     prepared = KafkaSink(config, store, "sysfence").prepare(1, "a1", df, n)
-    produce, calls = KafkaSink._produce, []
+    produce, calls = Publisher.produce, []
 
-    def fenced_once(self: KafkaSink, producer: Any, *args: Any) -> int:
+    def fenced_once(self: Publisher, producer: Any, *args: Any) -> int:
         calls.append(1)
         if len(calls) == 1:
             fatal = KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
@@ -235,8 +236,8 @@ def test_a_fenced_producer_whose_flush_raises_a_system_error_takes_the_id_back(
                 raise SystemError("<built-in function len> returned a result") from exc
         return produce(self, producer, *args)
 
-    monkeypatch.setattr(KafkaSink, "_produce", fenced_once)
-    monkeypatch.setattr(kafka_sink, "FENCED_WAIT_S", 0.5)  # no winner will come: take it back
+    monkeypatch.setattr(Publisher, "produce", fenced_once)
+    monkeypatch.setattr(kafka_publish, "FENCED_WAIT_S", 0.5)  # no winner will come: take it back
     KafkaSink(config, store, "sysfence").commit(prepared)
     assert len(calls) == 2
     assert sorted(v["clicks"] for v in values(kafka_server, topic)) == list(range(10))
@@ -456,7 +457,7 @@ def test_a_users_linger_and_queue_settings_reach_the_producer(
     kafka = {"linger.ms": "5", "queue.buffering.max.messages": "1234"}
     sink = KafkaSink(sink_config(kafka_server, topic, kafka=kafka), open_store(tmp_path.as_uri()),
                      "ps")  # fmt: skip
-    settings = sink._producer_settings(transactional=True)
+    settings = sink.publisher.producer_settings(transactional=True)
     assert (settings["linger.ms"], settings["queue.buffering.max.messages"]) == ("5", "1234")
     stats: list[str] = []
     producer = Producer({**settings, "stats_cb": stats.append, "statistics.interval.ms": 100})
@@ -638,8 +639,8 @@ def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once
     # the CLI's commit step, with a SIGKILL once the third transaction's record is produced
     killer = (
         "import os, signal, sys\n"
-        "from sluice.sinks.kafka import KafkaSink\n"
-        "produce, calls = KafkaSink._produce, []\n"
+        "from sluice.sinks.kafka.publish import Publisher\n"
+        "produce, calls = Publisher.produce, []\n"
         "def dying(self, producer, *args):\n"
         "    count = produce(self, producer, *args)\n"
         "    calls.append(count)\n"
@@ -647,7 +648,7 @@ def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once
         "        producer.flush(10)\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return count\n"
-        "KafkaSink._produce = dying\n"
+        "Publisher.produce = dying\n"
         "from sluice.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )
