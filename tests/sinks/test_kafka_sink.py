@@ -39,6 +39,7 @@ from sluice.protocol import (
     run_until_drained,
 )
 from sluice.sinks.kafka import STAGING, KafkaSink, KafkaStaged, Marker, transactional_id
+from sluice.sinks.kafka.publish import Publisher
 from sluice.spec import KafkaSinkConfig, parse_spec
 from sluice.storage import ObjectStore, open_store
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
@@ -218,7 +219,6 @@ def test_a_fenced_producer_whose_flush_raises_a_system_error_takes_the_id_back(
     fenced: the sink waits for the winner's markers, then takes the id back and publishes."""
     import sluice.sinks.kafka.publish as kafka_publish
     from confluent_kafka import KafkaError, KafkaException
-    from sluice.sinks.kafka.publish import Publisher
 
     config = sink_config(kafka_server, topic)
     store = open_store(tmp_path.as_uri())
@@ -263,17 +263,25 @@ class _KilledBetweenChunks(Exception):
     pass
 
 
-class _CrashingSink(KafkaSink):
+class _CrashingPublisher(Publisher):
     """Dies inside the second transaction, after producing part of it (as a SIGKILL would:
     the transaction stays open on the broker)."""
 
-    def _produce(self, producer: Any, rows: Iterator[Any], limit: int, epoch: int,
-                 attempt: str) -> int:  # fmt: skip
+    def produce(self, producer: Any, rows: Iterator[Any], limit: int, epoch: int,
+                attempt: str) -> int:  # fmt: skip
         self.calls = getattr(self, "calls", 0) + 1
         if self.calls == 2:
-            super()._produce(producer, rows, limit // 2, epoch, attempt)
+            super().produce(producer, rows, limit // 2, epoch, attempt)
             raise _KilledBetweenChunks()
-        return super()._produce(producer, rows, limit, epoch, attempt)
+        return super().produce(producer, rows, limit, epoch, attempt)
+
+
+class _CrashingSink(KafkaSink):
+    """A kafka sink publishing through :class:`_CrashingPublisher`."""
+
+    def __init__(self, config: KafkaSinkConfig, store: ObjectStore, pipeline: str) -> None:
+        super().__init__(config, store, pipeline)
+        self.publisher = _CrashingPublisher(self.client, config, pipeline, self.qos)
 
 
 def test_a_chunked_epoch_resumes_at_the_first_chunk_not_committed(
