@@ -37,13 +37,16 @@ def open_catalog(
     url: str, warehouse: str, s3: S3Options | None, name: str = DEFAULT_CATALOG_NAME
 ) -> Catalog:
     """:func:`sluice.storage.catalogs.open_catalog`, named ``name``; an unsupported URI is the
-    sink's error. Another name than the shared catalog's: the same catalog, its properties
-    as the shared one holds them, opened again under that name (once per process)."""
+    sink's error. A SQL catalog under another name than the shared one's: the same catalog,
+    its properties as the shared one holds them, opened again under that name (once per
+    process). A REST catalog's server files the tables, whatever the client calls it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
     try:
         shared = catalogs.open_catalog(url, warehouse, s3)
     except catalogs.UnsupportedCatalog as exc:
         raise IcebergSinkError(str(exc)) from None
-    if shared.name == name:
+    if shared.name == name or not isinstance(shared, SqlCatalog):
         return shared
     with _LOCK:
         key = (id(shared), name)
