@@ -126,11 +126,7 @@ class DeltaSink(StagingSink[DeltaStaged]):
         spark: Callable[[], SparkSession],
     ) -> None:
         if config.mode == "upsert" and not config.keys:
-            raise DeltaSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-            )
+            raise DeltaSinkError.without_keys(pipeline, config.name)
         self.name = config.name
         self.config = config
         self.store = store

@@ -89,12 +89,7 @@ class IcebergSink(StagingSink[IcebergStaged]):
         s3: S3Options | None = None,
     ) -> None:
         if config.mode == "upsert" and not config.keys:
-            raise IcebergSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-                table=config.table,
-            )
+            raise IcebergSinkError.without_keys(pipeline, config.name, table=config.table)
         self.name = config.name
         self.config = config
         self.url = url

@@ -90,12 +90,7 @@ class KafkaSink(StagingSink[KafkaStaged]):
         self.publisher = Publisher(client, config, pipeline, qos)
         self.tid = self.publisher.tid
         if config.mode == "upsert" and not config.keys:
-            raise KafkaSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-                topic=config.topic,
-            )
+            raise KafkaSinkError.without_keys(pipeline, config.name, topic=config.topic)
 
     def __repr__(self) -> str:
         return f"KafkaSink({self.pipeline}/{self.name} -> {self.topic})"

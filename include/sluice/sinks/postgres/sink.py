@@ -96,11 +96,7 @@ class PostgresSink(Sink[PostgresStaged]):
                 sink=config.name,
             )
         if config.mode == "upsert" and not config.keys:
-            raise PostgresSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-            )
+            raise PostgresSinkError.without_keys(pipeline, config.name)
         self.name = config.name
         self.config = config
         self.pipeline = pipeline
