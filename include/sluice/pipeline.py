@@ -199,7 +199,7 @@ def _store_events(c: FilesSourceConfig, spec: PipelineSpec, ctx: BuildContext) -
     events = c.notifications
     if events is None:
         return None
-    from sluice.sources.kafka_client import connection_settings
+    from sluice.kafka_client import connection_settings
     from sluice.sources.store_events import StoreEvents  # confluent-kafka: notifications only
 
     settings: dict[str, str] = {}
@@ -284,8 +284,8 @@ def _iceberg_sink(c: IcebergSinkConfig, spec: PipelineSpec, ctx: BuildContext, f
 
 
 def _kafka_sink(c: KafkaSinkConfig, spec: PipelineSpec, ctx: BuildContext, field: str) -> Sink:
+    from sluice.kafka_client import connection_settings, planner_settings
     from sluice.sinks.kafka import KafkaSink
-    from sluice.sources.kafka_client import connection_settings, planner_settings
 
     settings: dict[str, str] = {}
     if c.connection:

@@ -15,6 +15,7 @@ run that never rewound.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import uuid
@@ -40,6 +41,7 @@ from tests.faults.crashing import crash_step
 from tests.fixtures.pipelines import Workspace, click_reference, click_spec_dict, runtime
 from tests.reference import compare_rows
 
+REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 DDL = (
     "user string, window_start timestamp, window_end timestamp, clicks long,"
@@ -201,6 +203,7 @@ def test_the_spec_fills_in_the_keys_and_names_the_catalog_connection() -> None:
     ("setting", "field", "words"),
     [
         ({"table": "clicks"}, "sinks[0].table", "is not an Iceberg table name"),
+        ({"catalog_name": "my catalog"}, "sinks[0].catalog_name", "is not a catalog name"),
         ({"connection": "no-dash"}, "sinks[0].connection", "is not a connection id"),
         ({"warehouse": "ftp://x/y"}, "sinks[0].warehouse", "unsupported scheme"),
         ({"path": "/tmp/x"}, "sinks[0].path", "is not a setting of a iceberg sink"),
@@ -420,6 +423,59 @@ def test_partition_by_makes_identity_partitions(spark: Any, pg_local: Catalog) -
     assert fields == [("user", "identity")]
     files = [t.file.partition for t in table.scan().plan_files()]
     assert len(files) == 2
+
+
+# -- what docs/iceberg.md promises a reader ----------------------------------------------------
+
+
+def _run_documented_reader(cat: Catalog, table: str) -> Any:
+    """docs/iceberg.md's pyiceberg reader, run as written: only its placeholders (the catalog
+    database, the warehouse, the table) replaced by this test's; returns its last line's value."""
+    text = (REPO / "docs/iceberg.md").read_text()
+    readers = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "SqlCatalog(" in b]
+    assert len(readers) == 1, readers
+    code = readers[0]
+    database = "postgresql+psycopg2://" + cat.url.split("://", 1)[1]
+    for placeholder, value in (
+        ('"postgresql+psycopg2://..."', database),
+        ('"s3://lake/warehouse"', cat.warehouse),
+        ('"analytics.clicks_per_minute"', table),
+    ):
+        assert placeholder in code, (placeholder, code)
+        code = code.replace(placeholder, repr(value))
+    *body, last = code.strip().splitlines()
+    scope: dict[str, Any] = {}
+    exec("\n".join(body), scope)
+    return eval(last, scope)
+
+
+def test_the_documented_reader_finds_the_table_and_its_epochs(
+    spark: Any, pg_local: Catalog
+) -> None:
+    sink = _sink(pg_local, _config(pg_local))
+    publish(spark, sink, 1, [("alice", 0, 1)])
+    publish(spark, sink, 2, [("bob", 1, 2)])
+    snapshots = sink.snapshots()
+    found = _run_documented_reader(pg_local, sink.config.table)
+    assert found == [(snapshots[1], "1"), (snapshots[2], "2")]
+
+
+def test_the_spec_names_the_catalog_its_readers_open(spark: Any, pg_local: Catalog) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    config = _config(pg_local, catalog_name="analytics")
+    sink = _sink(pg_local, config)
+    publish(spark, sink, 1, [("alice", 0, 1)])
+    database = "postgresql+psycopg2://" + pg_local.url.split("://", 1)[1]
+    table = SqlCatalog("analytics", uri=database, warehouse=pg_local.warehouse).load_table(
+        config.table
+    )
+    assert [s.summary.get("sluice.epoch") for s in table.metadata.snapshots] == ["1"]
+    with pytest.raises(NoSuchTableError):  # the default name files it elsewhere
+        _sink(pg_local, config.model_copy(update={"catalog_name": "sluice"})).catalog.load_table(
+            config.table
+        )
 
 
 @pytest.mark.extended

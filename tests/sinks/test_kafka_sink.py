@@ -39,6 +39,7 @@ from sluice.protocol import (
     run_until_drained,
 )
 from sluice.sinks.kafka import STAGING, KafkaSink, KafkaStaged, Marker, transactional_id
+from sluice.sinks.kafka.publish import Publisher
 from sluice.spec import KafkaSinkConfig, parse_spec
 from sluice.storage import ObjectStore, open_store
 from sluice.testing.sink_contract import KEYS, Harness, SinkContract, UpsertSinkContract, changelog
@@ -216,16 +217,16 @@ def test_a_fenced_producer_whose_flush_raises_a_system_error_takes_the_id_back(
     then raises SystemError caused by the fatal KafkaException (seen once in make test's
     racing attempts, which the commit did not recognise as fenced and failed). It is read as
     fenced: the sink waits for the winner's markers, then takes the id back and publishes."""
-    import sluice.sinks.kafka as kafka_sink
+    import sluice.sinks.kafka.publish as kafka_publish
     from confluent_kafka import KafkaError, KafkaException
 
     config = sink_config(kafka_server, topic)
     store = open_store(tmp_path.as_uri())
     df, n = changelog(spark, 1, _rows(10))
     prepared = KafkaSink(config, store, "sysfence").prepare(1, "a1", df, n)
-    produce, calls = KafkaSink._produce, []
+    produce, calls = Publisher.produce, []
 
-    def fenced_once(self: KafkaSink, producer: Any, *args: Any) -> int:
+    def fenced_once(self: Publisher, producer: Any, *args: Any) -> int:
         calls.append(1)
         if len(calls) == 1:
             fatal = KafkaException(KafkaError(KafkaError._FENCED, "fenced", fatal=True))
@@ -235,8 +236,8 @@ def test_a_fenced_producer_whose_flush_raises_a_system_error_takes_the_id_back(
                 raise SystemError("<built-in function len> returned a result") from exc
         return produce(self, producer, *args)
 
-    monkeypatch.setattr(KafkaSink, "_produce", fenced_once)
-    monkeypatch.setattr(kafka_sink, "FENCED_WAIT_S", 0.5)  # no winner will come: take it back
+    monkeypatch.setattr(Publisher, "produce", fenced_once)
+    monkeypatch.setattr(kafka_publish, "FENCED_WAIT_S", 0.5)  # no winner will come: take it back
     KafkaSink(config, store, "sysfence").commit(prepared)
     assert len(calls) == 2
     assert sorted(v["clicks"] for v in values(kafka_server, topic)) == list(range(10))
@@ -262,17 +263,25 @@ class _KilledBetweenChunks(Exception):
     pass
 
 
-class _CrashingSink(KafkaSink):
+class _CrashingPublisher(Publisher):
     """Dies inside the second transaction, after producing part of it (as a SIGKILL would:
     the transaction stays open on the broker)."""
 
-    def _produce(self, producer: Any, rows: Iterator[Any], limit: int, epoch: int,
-                 attempt: str) -> int:  # fmt: skip
+    def produce(self, producer: Any, rows: Iterator[Any], limit: int, epoch: int,
+                attempt: str) -> int:  # fmt: skip
         self.calls = getattr(self, "calls", 0) + 1
         if self.calls == 2:
-            super()._produce(producer, rows, limit // 2, epoch, attempt)
+            super().produce(producer, rows, limit // 2, epoch, attempt)
             raise _KilledBetweenChunks()
-        return super()._produce(producer, rows, limit, epoch, attempt)
+        return super().produce(producer, rows, limit, epoch, attempt)
+
+
+class _CrashingSink(KafkaSink):
+    """A kafka sink publishing through :class:`_CrashingPublisher`."""
+
+    def __init__(self, config: KafkaSinkConfig, store: ObjectStore, pipeline: str) -> None:
+        super().__init__(config, store, pipeline)
+        self.publisher = _CrashingPublisher(self.client, config, pipeline, self.qos)
 
 
 def test_a_chunked_epoch_resumes_at_the_first_chunk_not_committed(
@@ -425,6 +434,48 @@ def test_markers_record_the_epoch_and_the_transaction(
     assert consume(kafka_server, f"{topic}.sluice-epochs")[0][0] == b"m/out/000000000007"
 
 
+# -- what docs/kafka-sink.md promises ------------------------------------------------------
+
+
+def test_the_receipt_names_the_marker_key_a_consumer_of_the_marker_topic_finds(
+    spark: Any, kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    """The key docs/kafka-sink.md gives (``<pipeline>/<sink>/<epoch:012d>``) is the one
+    written, and the receipt ``sinks-committed.json`` stores names that same key."""
+    sink = KafkaSink(sink_config(kafka_server, topic), open_store(tmp_path.as_uri()), "rk")
+    df, n = changelog(spark, 10, _rows(3))
+    receipt = sink.commit(sink.prepare(10, "a1", df, n))
+    assert receipt is not None and " marked " in receipt, receipt
+    named = receipt.split(" marked ", 1)[1].split(" in ", 1)[0]
+    keys = [key for key, _ in consume(kafka_server, f"{topic}.sluice-epochs")]
+    assert keys == [named.encode()], (receipt, keys)
+    assert named == "rk/out/000000000010"
+    assert "(key `<pipeline>/<sink>/<epoch:012d>`" in (REPO / "docs/kafka-sink.md").read_text()
+
+
+def test_a_users_linger_and_queue_settings_reach_the_producer(
+    kafka_server: KafkaServer, topic: str, tmp_path: Path
+) -> None:
+    """docs/kafka-sink.md lists ``linger.ms`` among the settable producer settings; the sink's
+    own defaults for it and ``queue.buffering.max.messages`` do not replace a user's. A real
+    producer built from the sink's settings reports the user's queue size in its statistics
+    (librdkafka's ``msg_max``)."""
+    from confluent_kafka import Producer
+
+    kafka = {"linger.ms": "5", "queue.buffering.max.messages": "1234"}
+    sink = KafkaSink(sink_config(kafka_server, topic, kafka=kafka), open_store(tmp_path.as_uri()),
+                     "ps")  # fmt: skip
+    settings = sink.publisher.producer_settings(transactional=True)
+    assert (settings["linger.ms"], settings["queue.buffering.max.messages"]) == ("5", "1234")
+    stats: list[str] = []
+    producer = Producer({**settings, "stats_cb": stats.append, "statistics.interval.ms": 100})
+    deadline = time.monotonic() + 60
+    while not stats:
+        assert time.monotonic() < deadline, "the producer reported no statistics in 60 s"
+        producer.poll(0.1)
+    assert json.loads(stats[0])["msg_max"] == 1234
+
+
 # -- end to end: the click pipeline into a topic, crashes and rewinds ----------------------
 
 CLICK_FILES = render_click_files(files=10, events_per_file=30, seed=34)
@@ -499,7 +550,7 @@ def test_a_pipeline_killed_at_commit_fault_points_publishes_every_window_once(
         assert marker is not None
         assert marker.published["out"] == (
             f"{topic}: 1 transaction of {transactional_id(rt.name, 'out')}, marked "
-            f"{rt.name}/out/{epoch} in {topic}.sluice-epochs"
+            f"{rt.name}/out/{epoch:012d} in {topic}.sluice-epochs"
         )
 
 
@@ -596,8 +647,8 @@ def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once
     # the CLI's commit step, with a SIGKILL once the third transaction's record is produced
     killer = (
         "import os, signal, sys\n"
-        "from sluice.sinks.kafka import KafkaSink\n"
-        "produce, calls = KafkaSink._produce, []\n"
+        "from sluice.sinks.kafka.publish import Publisher\n"
+        "produce, calls = Publisher.produce, []\n"
         "def dying(self, producer, *args):\n"
         "    count = produce(self, producer, *args)\n"
         "    calls.append(count)\n"
@@ -605,7 +656,7 @@ def test_a_commit_step_killed_inside_its_kafka_transactions_resumes_exactly_once
         "        producer.flush(10)\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return count\n"
-        "KafkaSink._produce = dying\n"
+        "Publisher.produce = dying\n"
         "from sluice.cli import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from sluice.connections import connections_from_env
+from sluice.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.protocol import run_until_drained
 from sluice.sources.kafka import KafkaSourceError
-from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec import SpecError, parse_spec
 
 from tests.fixtures.kafka import SASL_PASSWORD, SASL_USER, KafkaServer

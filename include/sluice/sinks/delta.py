@@ -66,8 +66,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.records import Prepared
-from sluice.contracts.sinks import Sink
 from sluice.sinks.exceptions import DeltaSinkError, StagingMissing, Where
+from sluice.sinks.staging import FieldsHandle, StagingSink
 from sluice.spec.components.delta_sink import DeltaSinkConfig
 from sluice.storage import ObjectStore, to_spark_uri
 
@@ -100,22 +100,15 @@ def txn_app_id(pipeline: str, sink: str) -> str:
 
 
 @dataclass(frozen=True)
-class DeltaStaged:
+class DeltaStaged(FieldsHandle):
     """A Delta sink's handle: the transaction app id its commits carry and the epoch's staged
     Parquet prefix (None: no rows staged)."""
 
     txn_app_id: str | None = None  # None in the bare Prepared recovery aborts with
     staging: str | None = None
 
-    def to_dict(self) -> dict[str, str | int | None]:
-        return {"txn_app_id": self.txn_app_id, "staging": self.staging}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DeltaStaged:
-        return cls(data.get("txn_app_id"), data.get("staging"))
-
-
-class DeltaSink(Sink[DeltaStaged]):
+class DeltaSink(StagingSink[DeltaStaged]):
     """Writes the Delta table at ``store`` (see the module docstring for the protocol).
 
     ``spark`` is called only when a session is needed, so a commit can run in a process that
@@ -133,11 +126,7 @@ class DeltaSink(Sink[DeltaStaged]):
         spark: Callable[[], SparkSession],
     ) -> None:
         if config.mode == "upsert" and not config.keys:
-            raise DeltaSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-            )
+            raise DeltaSinkError.without_keys(pipeline, config.name)
         self.name = config.name
         self.config = config
         self.store = store
@@ -149,8 +138,8 @@ class DeltaSink(Sink[DeltaStaged]):
     def __repr__(self) -> str:
         return f"DeltaSink({self.pipeline}/{self.name} -> {self.store.uri()})"
 
-    def staging_prefix(self, epoch: int, attempt: str) -> str:
-        return f"{STAGING}/{epoch:012d}-{attempt}/"
+    def stages(self) -> str:
+        return f"{STAGING}/"
 
     def _where(self, epoch: int, attempt: str) -> str:
         return f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}, attempt {attempt}"
@@ -178,7 +167,7 @@ class DeltaSink(Sink[DeltaStaged]):
         else:
             self._check_columns(df.columns, epoch, attempt)
         prefix = self.staging_prefix(epoch, attempt)
-        df.write.mode("errorifexists").parquet(self._staging_uri(prefix))
+        self.stage(df, prefix)
         if self.config.mode == "upsert":
             self._refuse_repeated_keys(prefix, epoch, attempt)
         return self._prepared(epoch, attempt, rows, staging=prefix)
@@ -192,14 +181,11 @@ class DeltaSink(Sink[DeltaStaged]):
                 **self._context(epoch, attempt),
             )
 
-    def _staging_uri(self, prefix: str) -> str:
-        return to_spark_uri(self.store.uri(prefix.rstrip("/")))
-
     def _refuse_repeated_keys(self, prefix: str, epoch: int, attempt: str) -> None:
         """A key twice in one epoch's changelog is a writer bug no MERGE can apply (it fails,
         or inserts the key twice): fail here, before the checkpoint, not in every retry of
         the commit."""
-        staged = self._spark().read.parquet(self._staging_uri(prefix))
+        staged = self._spark().read.parquet(self.staging_uri(prefix))
         keys = list(self.config.keys)
         repeated = staged.groupBy(*keys).count().where("count > 1").limit(1).collect()
         if repeated:
@@ -218,7 +204,7 @@ class DeltaSink(Sink[DeltaStaged]):
         Delta commit with the epoch's transaction id, 3. delete the staging. Idempotent."""
         if prepared.rows == 0 and prepared.retract_after is None:
             return  # an epoch without rows staged nothing and publishes nothing
-        staging = self._staging_of(prepared)
+        staging = self.staging_of(prepared)
         if not self.committed(prepared.epoch):
             self._publish_once(prepared, staging)
         if prepared.rows:
@@ -253,7 +239,7 @@ class DeltaSink(Sink[DeltaStaged]):
             raise
 
     def _append(self, epoch: int, staging: str) -> None:
-        staged = self._spark().read.parquet(self._staging_uri(staging))
+        staged = self._spark().read.parquet(self.staging_uri(staging))
         self._append_frame(staged, epoch)
 
     def _append_frame(self, df: DataFrame, epoch: int) -> None:
@@ -275,7 +261,7 @@ class DeltaSink(Sink[DeltaStaged]):
         from delta.tables import DeltaTable
 
         session = self._spark().newSession()
-        staged = session.read.parquet(self._staging_uri(staging))
+        staged = session.read.parquet(self.staging_uri(staging))
         self._ensure_table(session, staged.drop(*CHANGELOG_COLUMNS).schema)
         columns = [c for c in staged.columns if c not in CHANGELOG_COLUMNS]
         keys = list(self.config.keys)
@@ -323,7 +309,7 @@ class DeltaSink(Sink[DeltaStaged]):
             base = spark.read.format("delta").option("versionAsOf", version).load(self.table_uri)
         result = base
         if prepared.rows:
-            staged = spark.read.parquet(self._staging_uri(staging))
+            staged = spark.read.parquet(self.staging_uri(staging))
             if self.config.mode == "upsert":
                 keys = list(self.config.keys)
                 upserts = staged.where("_op = 'upsert'").drop(*CHANGELOG_COLUMNS)
@@ -395,27 +381,6 @@ class DeltaSink(Sink[DeltaStaged]):
         except Exception:
             if not DeltaTable.isDeltaTable(spark, self.table_uri):
                 raise
-
-    # -- abort / recovery ---------------------------------------------------------------------
-
-    def _staging_of(self, prepared: Prepared) -> str:
-        staging = self.handle(prepared).staging
-        return staging or self.staging_prefix(prepared.epoch, prepared.attempt)
-
-    def abort(self, prepared: Prepared) -> None:
-        self.store.delete_prefix(self._staging_of(prepared))
-
-    def abort_others(self, epoch: int, keep: str | None) -> int:
-        """Delete the staging of every attempt of ``epoch`` except ``keep``."""
-        mine = self.staging_prefix(epoch, keep) if keep else None
-        doomed = sorted(
-            {
-                "/".join(i.key.split("/", 2)[:2]) + "/"
-                for i in self.store.list(f"{STAGING}/{epoch:012d}-")
-            }
-            - {mine}
-        )
-        return sum(self.store.delete_prefix(prefix) for prefix in doomed)
 
     # -- direct write (qos 0 / 1) -------------------------------------------------------------
 

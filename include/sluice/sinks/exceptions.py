@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, Self, TypedDict
 
 from sluice.exceptions import SluiceError
 
@@ -47,6 +47,13 @@ class SinkError(SluiceError):
     ) -> None:
         super().__init__(message)
         self.pipeline, self.sink, self.epoch, self.attempt = pipeline, sink, epoch, attempt
+
+    @classmethod
+    def without_keys(cls, pipeline: str, sink: str, **where: Any) -> Self:
+        """An upsert sink built without keys: the spec fills them in from the pipeline, a sink
+        built by hand may lack them. ``where``: what else the sink's errors name."""
+        message = f"pipeline {pipeline}, sink {sink}: upsert needs keys"
+        return cls(message, pipeline=pipeline, sink=sink, **where)
 
 
 class PostgresSinkError(SinkError):

@@ -36,8 +36,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sluice.contracts.sources import Offset, Source, SourceRange
+from sluice.kafka_client import client_settings as merged_settings
+from sluice.kafka_client import (
+    connection_settings,
+    planner_settings,
+    spark_settings,
+)
 from sluice.sources.exceptions import KafkaOffsetsGone, KafkaSourceError
-from sluice.sources.kafka_client import connection_settings, planner_settings, spark_settings
 from sluice.spec.components.kafka_source import KafkaSourceConfig, kafka_source_spec
 
 if TYPE_CHECKING:
@@ -223,8 +228,8 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
 
     def client_settings(self) -> dict[str, str]:
         """The connection's settings, the spec's ``kafka:`` over them, and the spec's
-        ``bootstrap_servers`` over both (module :mod:`sluice.sources.kafka_client`)."""
-        settings: dict[str, str] = {}
+        ``bootstrap_servers`` over both (:func:`sluice.kafka_client.client_settings`)."""
+        connection: dict[str, str] = {}
         if self.connection_id:
             if not self._connection:
                 env = f"AIRFLOW_CONN_{self.connection_id.upper()}"
@@ -235,10 +240,8 @@ class KafkaSource(Source[KafkaOffset, KafkaRange]):
                     f"{env} / SLUICE_CONN_{self.connection_id.upper()}",
                     source=self.location,
                 )
-            settings.update(connection_settings(self._connection))
-        settings.update(self.settings)
-        if self.bootstrap:
-            settings["bootstrap.servers"] = self.bootstrap
+            connection = connection_settings(self._connection)
+        settings = merged_settings(connection, self.settings, self.bootstrap)
         if not settings.get("bootstrap.servers"):
             raise KafkaSourceError(
                 f"kafka source {self.location}: no bootstrap servers: set "

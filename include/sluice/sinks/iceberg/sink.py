@@ -29,30 +29,36 @@ Layout under the spec's ``warehouse``::
    same epoch) is redone from a fresh load, which finds the epoch if the racer published it;
    pyiceberg's own retry, which rebases an append without that check, is switched off.
 3. The staging is deleted after the epoch is in the table; abort and recovery delete the
-   stages of other attempts.
+   stages of other attempts (:class:`~sluice.sinks.staging.StagingSink`).
+
+The jobs live beside this module: the stage (:mod:`~sluice.sinks.iceberg.stage`), the epochs
+a table holds (:mod:`~sluice.sinks.iceberg.epochs`), schema evolution
+(:mod:`~sluice.sinks.iceberg.schema`), upserts and rewinds (:mod:`~sluice.sinks.iceberg.upsert`).
 """
 
 from __future__ import annotations
 
-import io
 import itertools
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+import sluice.sinks.iceberg.epochs as epochs
+import sluice.sinks.iceberg.schema as schema
 from sluice.contracts.records import Prepared
-from sluice.contracts.sinks import Sink
 from sluice.sinks.exceptions import IcebergSinkError
 from sluice.sinks.iceberg.catalog import open_catalog
+from sluice.sinks.iceberg.epochs import EPOCH_KEY, PIPELINE_KEY, SINK_KEY, epoch_property
+from sluice.sinks.iceberg.stage import CHANGELOG_COLUMNS, STAGING, IcebergStaged, read_stage
+from sluice.sinks.iceberg.upsert import replace, upsert
+from sluice.sinks.staging import StagingSink
 from sluice.spec.components.iceberg_sink import IcebergSinkConfig
-from sluice.storage import ObjectStore, S3Options, to_spark_uri
+from sluice.storage import ObjectStore, S3Options
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table, Transaction
-    from pyiceberg.table.snapshots import Snapshot
     from pyspark.sql import DataFrame
 
 __all__ = [
@@ -64,36 +70,10 @@ __all__ = [
     "epoch_property",
 ]
 
-STAGING = "_sluice_staging"
-CHANGELOG_COLUMNS = ("_op", "_epoch")
 COMMIT_ATTEMPTS = 8  # commits refused by the catalog (concurrent writers) before giving up
-PIPELINE_KEY, SINK_KEY, EPOCH_KEY = "sluice.pipeline", "sluice.sink", "sluice.epoch"
-# Iceberg allows these type promotions; a column staged narrower is cast to the table's type
-_WIDER = {("int", "long"), ("float", "double")}
 
 
-def epoch_property(pipeline: str, sink: str) -> str:
-    """The table property holding the highest epoch ``pipeline``'s ``sink`` published."""
-    return f"sluice.epoch.{pipeline}.{sink}"
-
-
-@dataclass(frozen=True)
-class IcebergStaged:
-    """An iceberg sink's handle: the table and the epoch's staged Parquet prefix in the
-    warehouse (None: no rows staged; both None in the bare Prepared recovery aborts with)."""
-
-    table: str | None = None
-    staging: str | None = None
-
-    def to_dict(self) -> dict[str, str | int | None]:
-        return {"table": self.table, "staging": self.staging}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IcebergStaged:
-        return cls(data.get("table"), data.get("staging"))
-
-
-class IcebergSink(Sink[IcebergStaged]):
+class IcebergSink(StagingSink[IcebergStaged]):
     """Writes the Iceberg table ``config.table`` of the catalog ``url`` names (see the module
     docstring); ``store`` is the warehouse (where the stages are)."""
 
@@ -109,12 +89,7 @@ class IcebergSink(Sink[IcebergStaged]):
         s3: S3Options | None = None,
     ) -> None:
         if config.mode == "upsert" and not config.keys:
-            raise IcebergSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-                table=config.table,
-            )
+            raise IcebergSinkError.without_keys(pipeline, config.name, table=config.table)
         self.name = config.name
         self.config = config
         self.url = url
@@ -132,20 +107,25 @@ class IcebergSink(Sink[IcebergStaged]):
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = open_catalog(self.url, self.store.uri(), self.s3)
+            self._catalog = open_catalog(
+                self.url, self.store.uri(), self.s3, self.config.catalog_name
+            )
         return self._catalog
 
-    def _stages(self) -> str:
+    def stages(self) -> str:
         return f"{STAGING}/{self.pipeline}/{self.name}/"
-
-    def staging_prefix(self, epoch: int, attempt: str) -> str:
-        return f"{self._stages()}{epoch:012d}-{attempt}/"
 
     def _where(self, epoch: int, attempt: str | None = None) -> str:
         tried = f", attempt {attempt}" if attempt else ""
         return (
             f"pipeline {self.pipeline}, sink {self.name}, epoch {epoch}{tried}, "
             f"table {self.config.table}"
+        )
+
+    def _refusal(self, epoch: int, attempt: str) -> Callable[[str], IcebergSinkError]:
+        """The error of a reason, naming this epoch attempt (for the jobs' modules)."""
+        return lambda reason: self._error(
+            f"{self._where(epoch, attempt)}: {reason}", epoch, attempt
         )
 
     def _error(self, message: str, epoch: int | None, attempt: str | None) -> IcebergSinkError:
@@ -183,7 +163,7 @@ class IcebergSink(Sink[IcebergStaged]):
                     attempt,
                 )
         prefix = self.staging_prefix(epoch, attempt)
-        df.write.mode("errorifexists").parquet(to_spark_uri(self.store.uri(prefix.rstrip("/"))))
+        self.stage(df, prefix)
         if self.config.mode == "upsert":
             self._refuse_repeated_keys(df, prefix, epoch, attempt)
         return self._prepared(epoch, attempt, rows, prefix)
@@ -192,9 +172,8 @@ class IcebergSink(Sink[IcebergStaged]):
         """A key twice in one epoch's changelog has no single last value: fail before the
         checkpoint, not in every retry of the commit (one Spark job over the stage; nulls
         group together, as the commit matches them)."""
-        uri = to_spark_uri(self.store.uri(prefix.rstrip("/")))
         keys = list(self.config.keys)
-        staged = df.sparkSession.read.parquet(uri)
+        staged = df.sparkSession.read.parquet(self.staging_uri(prefix))
         repeated = staged.groupBy(*keys).count().where("count > 1").limit(1).collect()
         if repeated:
             self.store.delete_prefix(prefix)
@@ -205,29 +184,6 @@ class IcebergSink(Sink[IcebergStaged]):
                 epoch,
                 attempt,
             )
-
-    def read_stage(self, prefix: str) -> pa.Table:
-        """The staged rows (Spark's INT96 timestamps read as UTC microseconds)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        tables = []
-        for item in sorted(self.store.list(prefix), key=lambda i: i.key):
-            if not item.key.endswith(".parquet"):
-                continue
-            data = io.BytesIO(self.store.get(item.key))
-            parquet = pq.ParquetFile(data, coerce_int96_timestamp_unit="us")
-            int96 = {c.name for c in parquet.schema if c.physical_type == "INT96"}
-            table = parquet.read()
-            for name in int96:  # Spark's TimestampType: an instant
-                i = table.schema.get_field_index(name)
-                table = table.set_column(
-                    i, name, table.column(i).cast(pa.timestamp("us", tz="UTC"))
-                )
-            tables.append(table)
-        if not tables:
-            return pa.table({})
-        return pa.concat_tables(tables, promote_options="default")
 
     # -- what the table holds -------------------------------------------------------------------
 
@@ -240,36 +196,14 @@ class IcebergSink(Sink[IcebergStaged]):
         except NoSuchTableError:
             return None
 
-    def _epoch_of(self, snapshot: Snapshot) -> int | None:
-        summary = snapshot.summary
-        if summary is None or summary.get(PIPELINE_KEY) != self.pipeline:
-            return None
-        epoch = summary.get(EPOCH_KEY)
-        if summary.get(SINK_KEY) != self.name or epoch is None:
-            return None
-        return int(epoch)
-
     def snapshots(self, table: Table | None = None) -> dict[int, int]:
         """Epoch -> the id of the snapshot that published it (those still in the metadata)."""
         table = table if table is not None else self.load()
-        if table is None:
-            return {}
-        found = {}
-        for snapshot in table.metadata.snapshots:
-            epoch = self._epoch_of(snapshot)
-            if epoch is not None:
-                found[epoch] = snapshot.snapshot_id
-        return found
+        return {} if table is None else epochs.snapshots(table, self.pipeline, self.name)
 
     def published(self, table: Table | None) -> int | None:
         """The highest epoch this sink published into ``table`` (None: none)."""
-        if table is None:
-            return None
-        marks = list(self.snapshots(table))
-        fence = table.metadata.properties.get(epoch_property(self.pipeline, self.name))
-        if fence is not None:
-            marks.append(int(fence))
-        return max(marks, default=None)
+        return epochs.published(table, self.pipeline, self.name)
 
     def committed(self, epoch: int) -> bool:
         found = self.published(self.load())
@@ -284,7 +218,7 @@ class IcebergSink(Sink[IcebergStaged]):
         that holds the epoch (None: an epoch without rows publishes none)."""
         if prepared.rows == 0 and prepared.retract_after is None:
             return None  # an epoch without rows staged nothing and publishes nothing
-        staging = self._staging_of(prepared)
+        staging = self.staging_of(prepared)
         self._publish(prepared, staging)
         if prepared.rows:
             self.store.delete_prefix(staging)
@@ -332,7 +266,7 @@ class IcebergSink(Sink[IcebergStaged]):
         table (committing would lose them)."""
         try:
             if self.store.list(staging):
-                return self.read_stage(staging)
+                return read_stage(self.store, staging)
         except Exception:
             if not self.committed(epoch):
                 raise
@@ -356,21 +290,23 @@ class IcebergSink(Sink[IcebergStaged]):
         table.metadata = table.metadata.model_copy(update={"properties": no_retry})
         tx = table.transaction()
         if data is not None:
-            data = self._evolve(tx, data, epoch, attempt)
+            data = schema.evolve(tx, data, self._refusal(epoch, attempt))
         tx.set_properties({epoch_property(self.pipeline, self.name): str(epoch)})
         summary = {PIPELINE_KEY: self.pipeline, SINK_KEY: self.name, EPOCH_KEY: str(epoch)}
         if prepared.retract_after is not None:
             base = self.base_snapshot(table, prepared.retract_after)
             if base is not False:
-                self._replace(tx, table, base, data, summary)
+                keys = list(self.config.keys) if self.config.mode == "upsert" else None
+                replace(tx, table, base, data, keys, summary)
                 self._commit_transaction(tx)
                 return
         if self.config.mode == "upsert" and data is not None:
-            self._upsert(tx, table, data, summary)
+            upsert(tx, table, data, list(self.config.keys), summary)
         else:
-            rows = self._conform(tx, data) if data is not None else None
+            rows = schema.conform(tx, data) if data is not None else None
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
-                for file in self._data_files(tx, rows, append.commit_uuid, itertools.count()):
+                counter = itertools.count()
+                for file in schema.data_files(tx, rows, append.commit_uuid, counter):
                     append.append_data_file(file)
         self._commit_transaction(tx)
 
@@ -378,211 +314,24 @@ class IcebergSink(Sink[IcebergStaged]):
         """The commit point (a seam for tests that commit something else in between)."""
         tx.commit_transaction()
 
-    def _data_files(
-        self, tx: Transaction, data: pa.Table | None, uuid: Any, counter: Iterator[int]
-    ) -> Iterator[Any]:
-        from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
-        if data is None or data.num_rows == 0:
-            return iter(())
-        return iter(
-            _dataframe_to_data_files(
-                table_metadata=tx.table_metadata,
-                df=data,
-                io=tx._table.io,
-                write_uuid=uuid,
-                counter=counter,  # type: ignore[arg-type]
-            )
-        )
-
-    # -- upsert (copy-on-write) -----------------------------------------------------------------
-
-    def _upsert(
-        self, tx: Transaction, table: Table, changes: pa.Table, summary: dict[str, str]
-    ) -> None:
-        """One overwrite snapshot: the files holding a changed key, rewritten without those
-        rows, plus the epoch's upserted rows."""
-        import pyarrow.compute as pc
-
-        keys = list(self.config.keys)
-        upserts = changes.filter(pc.equal(changes.column("_op"), "upsert"))
-        counter = itertools.count()
-        with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
-            if table.current_snapshot() is not None:
-                for task in table.scan(row_filter=_key_filter(changes, keys)).plan_files():
-                    rows = _read_task(table, task)
-                    kept = _without_keys(rows, changes, keys)
-                    if kept.num_rows == rows.num_rows:
-                        continue
-                    overwrite.delete_data_file(task.file)
-                    kept = self._conform(tx, kept)
-                    for file in self._data_files(tx, kept, overwrite.commit_uuid, counter):
-                        overwrite.append_data_file(file)
-            for file in self._data_files(
-                tx, self._conform(tx, upserts), overwrite.commit_uuid, counter
-            ):
-                overwrite.append_data_file(file)
-
     # -- schema ---------------------------------------------------------------------------------
 
     def _create(self, data: pa.Table, epoch: int, attempt: str) -> Table:
-        """Create the table from the staged schema and ``partition_by`` (identity); losing a
-        creation race to another commit is fine."""
-        schema = _table_schema(data.schema)
-        missing = [c for c in self.config.partition_by if c not in schema.names]
-        if missing:
-            raise self._error(
-                f"{self._where(epoch, attempt)}: partition_by names {missing}, which are not "
-                f"output columns {schema.names}",
-                epoch,
-                attempt,
-            )
-        namespace, _ = self.identifier
-        try:
-            self.catalog.create_namespace(namespace)
-        except Exception:  # exists (a REST server may say so with a 500 when racing): fine
-            if not self._namespace_exists(namespace):
-                raise
-        try:
-            with self.catalog.create_table_transaction(self.config.table, schema) as tx:
-                if self.config.partition_by:
-                    with tx.update_spec() as spec:
-                        for column in self.config.partition_by:
-                            spec.add_identity(column)
-        except Exception:  # another commit created it first: fine
-            if self.load() is None:
-                raise
-        table = self.load()
-        if table is None:
-            raise self._error(
-                f"{self._where(epoch, attempt)}: the table was created but cannot be loaded",
-                epoch,
-                attempt,
-            )
-        return table
-
-    def _namespace_exists(self, namespace: str) -> bool:
-        from pyiceberg.exceptions import NoSuchNamespaceError
-
-        try:
-            self.catalog.load_namespace_properties(namespace)
-        except NoSuchNamespaceError:
-            return False
-        return True
-
-    def _evolve(self, tx: Transaction, data: pa.Table, epoch: int, attempt: str) -> pa.Table:
-        """Add the staged columns the table lacks (union by name, in the commit's transaction)
-        and widen int/float columns; refuse any other type change, naming the column. Returns
-        the staged rows in the table's column types."""
-        from pyiceberg.io.pyarrow import _pyarrow_to_schema_without_ids
-
-        current = {f.name: f.field_type for f in tx.table_metadata.schema().fields}
-        staged = _pyarrow_to_schema_without_ids(_plain(data).schema)
-        changed = False
-        for field in staged.fields:
-            if field.name in CHANGELOG_COLUMNS:
-                continue
-            old = current.get(field.name)
-            if old is None:
-                changed = True
-                continue
-            if old == field.field_type or (str(field.field_type), str(old)) in _WIDER:
-                continue
-            if (str(old), str(field.field_type)) in _WIDER:
-                changed = True
-                continue
-            raise self._error(
-                f"{self._where(epoch, attempt)}: column {field.name!r} is {field.field_type} in "
-                f"the output but {old} in the table; Iceberg cannot change that type (add a "
-                "new column, or write to a new table)",
-                epoch,
-                attempt,
-            )
-        if changed:
-            with tx.update_schema() as update:
-                update.union_by_name(_table_schema(data.schema))
-        return data
-
-    def _conform(self, tx: Transaction, data: pa.Table) -> pa.Table:
-        """``data`` in the table's columns and types (missing columns null)."""
-        import pyarrow as pa
-
-        target = tx.table_metadata.schema().as_arrow()
-        columns = []
-        for field in target:
-            if field.name in data.column_names:
-                columns.append(data.column(field.name).cast(field.type))
-            else:
-                columns.append(pa.nulls(data.num_rows, field.type))
-        return pa.Table.from_arrays(columns, schema=target)
+        """Create the table (:func:`~sluice.sinks.iceberg.schema.create_table`; a seam for
+        tests that race another commit against the creation)."""
+        refuse = self._refusal(epoch, attempt)
+        return schema.create_table(self.catalog, self.config, data, self.load, refuse)
 
     # -- retraction (rewinds) -------------------------------------------------------------------
 
     def base_snapshot(self, table: Table, after: int) -> int | bool | None:
-        """The snapshot that held what was published when ``after`` was the last epoch: walk
-        ``main`` back to the first snapshot of ours with an epoch ``<= after``; the table
-        then was the parent of the oldest later one of ours (None: empty). False: nothing of
-        ours after ``after`` (nothing to retract). Raises when that snapshot is expired."""
-        snapshot = table.current_snapshot()
-        oldest_later: Snapshot | None = None
-        while snapshot is not None:
-            epoch = self._epoch_of(snapshot)
-            if epoch is not None and epoch <= after:
-                break
-            if epoch is not None:
-                oldest_later = snapshot
-            parent = snapshot.parent_snapshot_id
-            snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
-        if oldest_later is None:
-            return False
-        base = oldest_later.parent_snapshot_id
-        # a v2 table's first snapshot has sequence number 1: a later one without a parent had
-        # its history expired (expiry drops the parent link)
-        if base is None and (oldest_later.sequence_number or 0) <= 1:
-            return None
-        if base is None or table.metadata.snapshot_by_id(base) is None:
-            later = self._epoch_of(oldest_later)
-            raise self._error(
-                f"pipeline {self.pipeline}, sink {self.name}, table {self.config.table}: the "
-                f"snapshot before epoch {later}'s (snapshot {oldest_later.snapshot_id}) is "
-                f"expired, so the table as of epoch {after} cannot be restored nor the output "
-                f"of the epochs after it retracted (keep snapshots as long as checkpoints: "
-                "docs/iceberg.md)",
-                after,
-                None,
-            )
-        return base
+        """:func:`~sluice.sinks.iceberg.epochs.base_snapshot` of this sink."""
 
-    def _replace(
-        self,
-        tx: Transaction,
-        table: Table,
-        base: int | bool | None,
-        changes: pa.Table | None,
-        summary: dict[str, str],
-    ) -> None:
-        """One overwrite snapshot: every current data file out; the table as of ``base`` plus
-        this epoch's rows (upserts: its changed keys replaced) in."""
-        import pyarrow.compute as pc
+        def refuse(reason: str) -> IcebergSinkError:
+            where = f"pipeline {self.pipeline}, sink {self.name}, table {self.config.table}"
+            return self._error(f"{where}: {reason}", after, None)
 
-        counter = itertools.count()
-        rows = None
-        if isinstance(base, int) and not isinstance(base, bool):
-            rows = self._conform(tx, table.scan(snapshot_id=base).to_arrow())
-        if changes is not None:
-            if self.config.mode == "upsert":
-                keys = list(self.config.keys)
-                if rows is not None:
-                    rows = _without_keys(rows, changes, keys)
-                changes = changes.filter(pc.equal(changes.column("_op"), "upsert"))
-            added = self._conform(tx, changes)
-            rows = added if rows is None else _concat(rows, added)
-        with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
-            if table.current_snapshot() is not None:
-                for task in table.scan().plan_files():
-                    overwrite.delete_data_file(task.file)
-            for file in self._data_files(tx, rows, overwrite.commit_uuid, counter):
-                overwrite.append_data_file(file)
+        return epochs.base_snapshot(table, after, self.pipeline, self.name, refuse)
 
     def retraction_problem(self, after: int) -> str | None:
         try:
@@ -592,104 +341,3 @@ class IcebergSink(Sink[IcebergStaged]):
         except IcebergSinkError as exc:
             return str(exc)
         return None
-
-    # -- abort / recovery -----------------------------------------------------------------------
-
-    def _staging_of(self, prepared: Prepared) -> str:
-        staging = self.handle(prepared).staging
-        return staging or self.staging_prefix(prepared.epoch, prepared.attempt)
-
-    def abort(self, prepared: Prepared) -> None:
-        self.store.delete_prefix(self._staging_of(prepared))
-
-    def abort_others(self, epoch: int, keep: str | None) -> int:
-        """Delete the staging of every attempt of ``epoch`` except ``keep``."""
-        mine = self.staging_prefix(epoch, keep) if keep else None
-        depth = self._stages().count("/") + 1
-        doomed = sorted(
-            {
-                "/".join(i.key.split("/")[:depth]) + "/"
-                for i in self.store.list(f"{self._stages()}{epoch:012d}-")
-            }
-            - {mine}
-        )
-        return sum(self.store.delete_prefix(prefix) for prefix in doomed)
-
-
-# -- Arrow helpers ------------------------------------------------------------------------------
-
-
-def _plain(data: pa.Table) -> pa.Table:
-    """``data`` without the changelog columns."""
-    return data.drop_columns([c for c in CHANGELOG_COLUMNS if c in data.column_names])
-
-
-def _table_schema(schema: pa.Schema) -> pa.Schema:
-    """The table's columns for staged ``schema``: every column optional (a later epoch may
-    hold a null where Spark knew none; Iceberg cannot make a required column optional in
-    the same way it adds one)."""
-    import pyarrow as pa
-
-    return pa.schema([f.with_nullable(True) for f in schema if f.name not in CHANGELOG_COLUMNS])
-
-
-def _concat(a: pa.Table, b: pa.Table) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.concat_tables([a, b.select(a.column_names).cast(a.schema)])
-
-
-def _read_task(table: Table, task: Any) -> pa.Table:
-    """One planned data file's rows in the table's current schema."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-
-    scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
-    return scan.to_table([task])
-
-
-def _key_filter(changes: pa.Table, keys: list[str]) -> Any:
-    """A filter that prunes data files by their column bounds: ``key IN (values)`` for the
-    key with the fewest distinct changed values (nulls: ``OR key IS NULL``)."""
-    import pyarrow.compute as pc
-    from pyiceberg.expressions import AlwaysTrue, In, IsNull, Or
-
-    best: tuple[int, str, list[Any], bool] | None = None
-    for key in keys:
-        column = changes.column(key)
-        values = pc.unique(pc.drop_null(column)).to_pylist()
-        if best is None or len(values) < best[0]:
-            best = (len(values), key, values, column.null_count > 0)
-    if best is None or best[0] > 1000:
-        return AlwaysTrue()
-    _, key, values, nulls = best
-    # (pyiceberg's predicates take the term positionally; its pydantic types say otherwise)
-    in_, is_null = cast(Any, In), cast(Any, IsNull)
-    expr: Any = in_(key, values) if values else None
-    if nulls:
-        expr = is_null(key) if expr is None else Or(expr, is_null(key))
-    return expr if expr is not None else AlwaysTrue()
-
-
-def _without_keys(rows: pa.Table, changes: pa.Table, keys: list[str]) -> pa.Table:
-    """``rows`` minus those whose key (null-safe: a null matches a null) is in ``changes``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if rows.num_rows == 0 or changes.num_rows == 0:
-        return rows
-    left: dict[str, Any] = {"__row": pa.array(range(rows.num_rows), pa.int64())}
-    right: dict[str, Any] = {}
-    on = []
-    for i, key in enumerate(keys):
-        a, b = rows.column(key), changes.column(key).cast(rows.column(key).type)
-        left[f"__n{i}"], right[f"__n{i}"] = pc.is_null(a), pc.is_null(b)
-        on.append(f"__n{i}")
-        sample = pc.drop_null(pa.chunked_array([*a.chunks, *b.chunks], type=a.type))
-        if len(sample):  # nulls filled with a value of the column: the flag tells them apart
-            left[f"__v{i}"] = pc.fill_null(a, sample[0])
-            right[f"__v{i}"] = pc.fill_null(b, sample[0])
-            on.append(f"__v{i}")
-    matched = pa.table(left).join(pa.table(right), keys=on, join_type="left semi")
-    drop = pc.is_in(pa.array(range(rows.num_rows), pa.int64()), matched.column("__row"))
-    return rows.filter(pc.invert(drop))

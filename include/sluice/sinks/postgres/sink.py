@@ -61,6 +61,7 @@ from sluice.sinks.postgres.names import (
 from sluice.sinks.postgres.types import pg_type
 from sluice.sinks.postgres.undo import UndoLog
 from sluice.sinks.postgres.url import PostgresUrl, connect
+from sluice.sinks.staging import FieldsHandle
 from sluice.spec.components.postgres_sink import PostgresSinkConfig
 
 if TYPE_CHECKING:
@@ -72,20 +73,13 @@ CHANGELOG_COLUMNS = ("_op", "_epoch")
 
 
 @dataclass(frozen=True)
-class PostgresStaged:
+class PostgresStaged(FieldsHandle):
     """A postgres sink's handle: the target table and the epoch's staging table (None: the
     epoch had no rows, or they were written directly; both None in the bare ``Prepared``
     recovery aborts a dead attempt with)."""
 
     table: str | None = None
     staging_table: str | None = None
-
-    def to_dict(self) -> dict[str, str | int | None]:
-        return {"table": self.table, "staging_table": self.staging_table}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PostgresStaged:
-        return cls(data.get("table"), data.get("staging_table"))
 
 
 class PostgresSink(Sink[PostgresStaged]):
@@ -102,11 +96,7 @@ class PostgresSink(Sink[PostgresStaged]):
                 sink=config.name,
             )
         if config.mode == "upsert" and not config.keys:
-            raise PostgresSinkError(
-                f"pipeline {pipeline}, sink {config.name}: upsert needs keys",
-                pipeline=pipeline,
-                sink=config.name,
-            )
+            raise PostgresSinkError.without_keys(pipeline, config.name)
         self.name = config.name
         self.config = config
         self.pipeline = pipeline

@@ -22,7 +22,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sluice.sources.kafka_client import planner_settings
+from sluice.kafka_client import planner_settings
 from sluice.sources.store_events.exceptions import (
     StoreEventsError,
     StoreEventsGone,
@@ -100,7 +100,7 @@ class StoreEvents:
         self, config: NotificationsConfig, source_uri: str, settings: Mapping[str, str]
     ) -> None:
         """``settings``: the librdkafka client settings (``bootstrap.servers``, security...),
-        as :mod:`sluice.sources.kafka_client` gives them for the config's connection; the
+        as :mod:`sluice.kafka_client` gives them for the config's connection; the
         config's ``bootstrap_servers`` goes over them. Java-only settings are dropped."""
         self.config = config
         self.topic: str = config.topic

@@ -12,9 +12,13 @@ from sluice.spec.components.base import NAME_RE, Text, problem
 from sluice.spec.components.sinks import BuiltinSink, partition_columns, sink_name
 from sluice.storage import storage_uri_problem
 
-__all__ = ["IcebergSinkConfig"]
+__all__ = ["DEFAULT_CATALOG_NAME", "IcebergSinkConfig"]
 
+# The name a SQL catalog files the sink's tables under (its ``catalog_name`` column): a reader
+# of the same catalog database must open the catalog under this name to see them.
+DEFAULT_CATALOG_NAME = "sluice"
 _PART = r"[A-Za-z_][A-Za-z0-9_]*"
+_CATALOG_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 _TABLE_RE = re.compile(rf"^{_PART}(\.{_PART})*\.{_PART}\Z")
 
 
@@ -35,6 +39,16 @@ def _connection(value: Any) -> Any:
     return value
 
 
+def _catalog_name(value: Any) -> Any:
+    if not isinstance(value, str) or not _CATALOG_NAME_RE.match(value):
+        raise problem(
+            f"{value!r} is not a catalog name",
+            "letters, digits, '_', '.' and '-': the name your readers give the catalog, "
+            f"e.g. catalog_name: {DEFAULT_CATALOG_NAME} (see docs/iceberg.md)",
+        )
+    return value
+
+
 def _warehouse(value: Any) -> Any:
     if isinstance(value, str) and value.strip():
         reason = storage_uri_problem(value)
@@ -51,6 +65,8 @@ class IcebergSinkConfig(BuiltinSink):
     # where a SQL catalog puts new tables, and where every catalog's staged epochs wait
     warehouse: Annotated[Text, BeforeValidator(_warehouse)]
     partition_by: Annotated[tuple[str, ...], BeforeValidator(partition_columns)] = ()
+    # the catalog's name as its readers open it (a SQL catalog keeps it with every table)
+    catalog_name: Annotated[str, BeforeValidator(_catalog_name)] = DEFAULT_CATALOG_NAME
 
     REQUIRED_FIX: ClassVar = {
         "table": "add it: namespace.table, e.g. lake.clicks",

@@ -1,10 +1,15 @@
-"""Kafka client settings: one set of settings, two clients (docs/kafka.md, "Security").
+"""Kafka client settings, shared by the kafka source and the kafka sink (docs/kafka.md,
+"Security"; docs/kafka-sink.md): a connection's settings, the spec's ``kafka:`` over them and
+the spec's ``bootstrap_servers`` over both (:func:`client_settings`). It sits on a floor below
+sources and sinks, which may not import each other, so that both read a connection the same way.
 
-The planner asks the broker for offsets through librdkafka (``confluent-kafka``); the epoch
-reads with Spark's Java client. Both read the same settings: the spec's ``source.kafka`` over
-the Airflow connection ``source.connection`` names. Airflow's Kafka connection type keeps the
-client configuration in its extra, in librdkafka's names. Where the two clients name a setting
-differently, users write librdkafka's form and the Java form is derived from it:
+One set of settings, two clients on the source's side. The planner asks the broker for
+offsets through librdkafka (``confluent-kafka``); the epoch reads with Spark's Java client.
+Both read the same settings: the spec's ``source.kafka`` over the Airflow connection
+``source.connection`` names (the sink's producers take librdkafka's form too). Airflow's
+Kafka connection type keeps the client configuration in its extra, in librdkafka's names.
+Where the two clients name a setting differently, users write librdkafka's form and the Java
+form is derived from it:
 
 * ``sasl.username`` + ``sasl.password`` (PLAIN, SCRAM-SHA-256/512) -> ``sasl.jaas.config``;
 * ``sasl.mechanisms`` -> ``sasl.mechanism``;
@@ -31,6 +36,7 @@ from sluice.spec.components.kafka_source import OWNED_SETTINGS, SECRET_SETTINGS
 __all__ = [
     "OWNED_SETTINGS",
     "SECRET_SETTINGS",
+    "client_settings",
     "connection_settings",
     "planner_settings",
     "spark_settings",
@@ -73,6 +79,20 @@ def connection_settings(uri: str) -> dict[str, str]:
     if parts.password and "sasl.password" not in settings:
         settings["sasl.password"] = unquote(parts.password)
     return {k: v for k, v in settings.items() if k not in OWNED_SETTINGS}
+
+
+def client_settings(
+    connection: Mapping[str, str],
+    spec: Mapping[str, str] | tuple[tuple[str, str], ...],
+    bootstrap: str | None,
+) -> dict[str, str]:
+    """A client's settings: the connection's (:func:`connection_settings`), the spec's
+    ``kafka:`` over them, the spec's ``bootstrap_servers`` over both. The caller refuses
+    settings without ``bootstrap.servers`` in its own words (a source's error, a sink's)."""
+    settings = {**connection, **dict(spec)}
+    if bootstrap:
+        settings["bootstrap.servers"] = bootstrap
+    return settings
 
 
 def planner_settings(settings: Mapping[str, str]) -> dict[str, str]:
