@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Problem", "SluiceError", "SourceError", "StateViewError"]
+__all__ = ["Problem", "SluiceError", "SourceError", "StateViewError", "TableUnavailable"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,14 @@ class StateViewError(SluiceError):
     ) -> None:
         super().__init__(message)
         self.pipeline, self.epoch, self.savepoint = pipeline, epoch, savepoint
+
+
+class TableUnavailable(SluiceError):
+    """A lookup table has no version to pin (an empty folder, no Delta log, an unreachable
+    database): the plan is refused with ``problem`` and ``fix``; ``where`` describes the table
+    when ``problem`` does not name it. Defined here, under every floor, because the protocol
+    catches it from every lookup kind (:mod:`sluice.lookups`) without knowing which."""
+
+    def __init__(self, problem: str, fix: str, where: str | None = None) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem, self.fix, self.where = problem, fix, where

@@ -8,7 +8,7 @@ the pins in the plans and keeps what kept plans pin, and asks the kind for the r
 
 ``pin``     the version a new plan joins, now: the files (with their fingerprints) a reader of
             that version needs, under one ``uri`` (:class:`~sluice.contracts.records.TablePin`);
-            a table without a version raises :class:`TableUnavailable`
+            a table without a version raises :class:`sluice.exceptions.TableUnavailable`
 ``check``   the pinned files as they are now (their fingerprints; a missing key is gone): the
             join refuses a version whose files changed or are gone, before and after reading
 ``read``    the pinned version's rows as a Spark DataFrame (the join checks its columns, types
@@ -28,17 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from sluice.contracts.records import TablePin
 
-__all__ = ["LookupTable", "PinRequest", "TableUnavailable"]
-
-
-class TableUnavailable(Exception):
-    """A lookup table has no version to pin (an empty folder, no Delta log, an unreachable
-    database): the plan is refused with ``problem`` and ``fix``; ``where`` describes the table
-    when ``problem`` does not name it."""
-
-    def __init__(self, problem: str, fix: str, where: str | None = None) -> None:
-        super().__init__(f"{problem}; {fix}")
-        self.problem, self.fix, self.where = problem, fix, where
+__all__ = ["LookupTable", "PinRequest"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +53,7 @@ class LookupTable(ABC):
 
     @abstractmethod
     def pin(self, request: PinRequest) -> TablePin:
-        """The version a new plan joins (raises :class:`TableUnavailable`)."""
+        """The version a new plan joins (raises :class:`sluice.exceptions.TableUnavailable`)."""
 
     @abstractmethod
     def check(self, pin: TablePin, s3: Any) -> Mapping[str, str]:

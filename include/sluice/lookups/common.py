@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.lookups import PinRequest, TableUnavailable
+from sluice.contracts.lookups import PinRequest
+from sluice.exceptions import TableUnavailable
 from sluice.storage import open_store
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.lookups import LookupTable, PinRequest, TableUnavailable
+from sluice.contracts.lookups import LookupTable, PinRequest
 from sluice.contracts.records import TablePin
+from sluice.exceptions import TableUnavailable
 from sluice.storage import open_store, to_spark_uri
 
 if TYPE_CHECKING:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.contracts.lookups import LookupTable, PinRequest, TableUnavailable
+from sluice.contracts.lookups import LookupTable, PinRequest
 from sluice.contracts.records import TablePin
+from sluice.exceptions import TableUnavailable
 from sluice.lookups.common import connection_url, pinned_now
 from sluice.storage import open_store
 

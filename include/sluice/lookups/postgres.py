@@ -12,8 +12,9 @@ import io
 from typing import TYPE_CHECKING, Any
 
 from sluice.contracts import layout
-from sluice.contracts.lookups import LookupTable, PinRequest, TableUnavailable
+from sluice.contracts.lookups import LookupTable, PinRequest
 from sluice.contracts.records import TablePin
+from sluice.exceptions import TableUnavailable
 from sluice.lookups.common import connection_url, pinned_now
 from sluice.spec.types import arrow_type
 from sluice.storage import ObjectAlreadyExists, open_store, to_spark_uri

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sluice.contracts import layout
-from sluice.contracts.lookups import PinRequest, TableUnavailable
+from sluice.contracts.lookups import PinRequest
+from sluice.exceptions import TableUnavailable
 from sluice.protocol.exceptions import ProtocolError
 
 if TYPE_CHECKING:
