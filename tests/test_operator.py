@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sluice.contracts.operators import EpochInput, one_source
+from sluice.contracts.operators import EpochInput, SourceInput, one_source
 from sluice.operators.base import DEAD_DDL, late_ddl
 from sluice.operators.records import EXACT
 from sluice.pipeline import operator_for
@@ -124,3 +124,23 @@ def test_the_exact_pass_takes_each_files_bound_from_the_first_pass_and_runs_file
         assert out.finish(None, None).counts.late == 3  # c at 10 s, d at 70 s, e at 5 s
     finally:
         out.release()
+
+
+def test_an_epoch_of_several_sources_names_each_and_gives_no_first_for_all() -> None:
+    """One input per source, by name: the one-source shortcuts refuse where there are
+    several, rather than hand the first source's rows for all of them."""
+    persons, auctions = SourceInput("persons rows", "p://"), SourceInput("auctions rows", "a://")  # type: ignore[arg-type]
+    inp: EpochInput[Any] = EpochInput(
+        None,
+        {"persons": persons, "auctions": auctions},
+        None,
+        None,
+        None,
+        1,  # type: ignore[arg-type]
+    )
+    assert inp.inputs["auctions"].source_uri == "a://"
+    for shortcut in ("records", "source_uri", "waiting", "before_hints"):
+        with pytest.raises(TypeError, match=r"reads 2 sources \(persons, auctions\)"):
+            getattr(inp, shortcut)
+    one: EpochInput[Any] = EpochInput(None, one_source("rows", "s://"), None, None, None, 1)  # type: ignore[arg-type]
+    assert (one.records, one.source_uri, one.waiting, one.before_hints) == ("rows", "s://", (), {})

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from sluice.joins.operator import side_input
 from sluice.protocol import plan_epoch
-from sluice.protocol.process import source_inputs
+from sluice.protocol.inputs import source_inputs
 from sluice.sources import RECORD_COLUMNS, FilesOffset, FilesRange, FilesSource
 from sluice.sources.multi import MultiOffset, MultiRange, MultiSource
 from sluice.sources.nexmark import NexmarkOffset, NexmarkRange, NexmarkSource, nexmark_source_spec

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame, SourceInput
+from sluice.contracts.operators import EpochFacts, EpochInput, EpochOutput, Frame
 from sluice.contracts.records import (
     AttemptRecord,
     AttemptStatus,
@@ -38,13 +38,13 @@ from sluice.contracts.records import (
     StatePart,
     StateRef,
 )
-from sluice.contracts.sources import RECORD_COLUMNS, RECORD_TYPES, SPARK_TYPES, Source
 from sluice.exceptions import SourceError
 from sluice.jvm.udfs import counted, counting
 from sluice.operators.base import DEAD_DDL, late_ddl
 from sluice.operators.lookup import lookup_tables
 from sluice.protocol.commit import write_checkpoint
 from sluice.protocol.exceptions import EpochAlreadyCommitted, EpochBeyondNext, NoPlan
+from sluice.protocol.inputs import source_inputs
 from sluice.protocol.recovery import abort_attempt, finish_commit, recover
 from sluice.protocol.repository import advance
 from sluice.protocol.runtime import Runtime, SinkRole
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
     from sluice.contracts.operators import StateUpdate
     from sluice.protocol.repository import Repository
-    from sluice.spec.model import PipelineSpec
     from sluice.storage import ObjectStore
 
 __all__ = [
@@ -264,39 +263,6 @@ def _compute(rt: Runtime, spark: SparkSession, plan: Plan) -> EpochOutput:
         ),
     )
     return rt.operator().run(inp)
-
-
-def source_inputs(
-    spark: SparkSession, source: Source[Any, Any], range_data: dict[str, Any], spec: PipelineSpec
-) -> dict[str, SourceInput]:
-    """Each of the pipeline's sources' input to the epoch whose plan stored ``range_data``, by
-    name (:meth:`Source.parts`): its records as that source reads them, with its waiting
-    partitions and event-time hints (asked after the read: a files source takes them from the
-    footers it read); a source with nothing new in the epoch reads as no rows of its columns."""
-    named = spec.sources
-    inputs = {}
-    for part in source.parts(range_data):
-        declared = named[part.name]
-        if part.range is None:
-            empty = _no_records(spark, declared.source.schema)
-            inputs[part.name] = SourceInput(empty, part.source.location)
-            continue
-        records = part.source.read(spark, part.range)
-        inputs[part.name] = SourceInput(
-            records, part.source.location, part.source.waiting_partitions(part.range),
-            part.source.before_hints(part.range, declared.event_time.column),
-        )  # fmt: skip
-    return inputs
-
-
-def _no_records(spark: SparkSession, schema: tuple[tuple[str, str], ...]) -> DataFrame:
-    """No rows, with the columns and types a source's ``read`` gives."""
-    from sluice.jvm.udfs import select
-    from sluice.operators.sqltext import quote
-
-    types = (*zip(RECORD_COLUMNS, RECORD_TYPES, strict=True),
-             *((c, SPARK_TYPES[kind]) for c, kind in schema))  # fmt: skip
-    return select(spark.range(0), *(f"CAST(NULL AS {t}) AS {quote(c)}" for c, t in types))
 
 
 def _stage(
